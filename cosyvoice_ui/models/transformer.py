@@ -1,0 +1,254 @@
+"""WeNet/ESPnet-style encoders with ESPnet relative positions, as used by CosyVoice v1.
+
+Used three times in v1: the LLM's causal text encoder (Conformer layers), the LLM itself (Transformer
+layers, run causally with a KV cache) and the flow's token encoder (Conformer layers, full attention).
+Attribute names follow upstream so `llm.pt` / `flow.pt` load with `strict=True`.
+
+Shapes: B batch, T new positions, K = cached + new key positions, D model width, H heads, Dk = D/H.
+A layer's KV cache is a tensor [B, H, K, 2*Dk] (keys then values on the last axis), as upstream.
+
+Not here: token embeddings, output heads, sampling (see `llm.py`) and anything flow-specific.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..config import EncoderConfig
+
+
+class EspnetRelPositionTable:
+    """The sinusoidal vectors PE(r) for relative distances r = K-1 ... -(K-1), computed on demand.
+
+    PE(r)[2i] = sin(r * w_i), PE(r)[2i+1] = cos(r * w_i), w_i = 10000^(-2i/D). Not a parameter:
+    upstream rebuilds it too, so it is not in the checkpoints.
+    """
+
+    def __init__(self, d_model: int, initial_len: int = 5000) -> None:
+        self.d_model = d_model
+        self._table = torch.empty(0)
+        self._max_len = 0
+        self._extend(initial_len)
+
+    def _extend(self, max_len: int) -> None:
+        # Rows cover r = max_len-1 ... -(max_len-1); row index = (max_len - 1) - r.
+        r = torch.arange(max_len - 1, -max_len, -1, dtype=torch.float32).unsqueeze(1)
+        div = torch.exp(torch.arange(0, self.d_model, 2, dtype=torch.float32) * -(math.log(10000.0) / self.d_model))
+        table = torch.zeros(2 * max_len - 1, self.d_model)
+        # Upstream builds positive and negative halves separately as sin(±p*w), cos(±p*w).
+        table[:, 0::2] = torch.sin(r * div)
+        table[:, 1::2] = torch.cos(r * div)
+        self._table = table
+        self._max_len = max_len
+
+    def vectors(self, key_len: int, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
+        """[2K-1, D]: PE(r) for r = K-1 down to -(K-1)."""
+        if key_len > self._max_len:
+            self._extend(max(key_len, 2 * self._max_len))
+        center = self._max_len - 1
+        return self._table[center - key_len + 1 : center + key_len].to(device=device, dtype=dtype)
+
+
+class RelPositionMultiHeadedAttention(nn.Module):
+    """Transformer-XL style self-attention with ESPnet relative positions (`rel_selfattn`).
+
+    score(i, j) = [(q_i + u) . k_j + (q_i + v) . p_(i-j)] / sqrt(Dk), p_r = linear_pos(PE(r)).
+    """
+
+    def __init__(self, n_head: int, n_feat: int, key_bias: bool = True) -> None:
+        super().__init__()
+        assert n_feat % n_head == 0, f"width {n_feat} is not divisible by {n_head} heads"
+        self.h = n_head
+        self.d_k = n_feat // n_head
+        self.linear_q = nn.Linear(n_feat, n_feat)
+        self.linear_k = nn.Linear(n_feat, n_feat, bias=key_bias)
+        self.linear_v = nn.Linear(n_feat, n_feat)
+        self.linear_out = nn.Linear(n_feat, n_feat)
+        self.linear_pos = nn.Linear(n_feat, n_feat, bias=False)
+        self.pos_bias_u = nn.Parameter(torch.zeros(self.h, self.d_k))
+        self.pos_bias_v = nn.Parameter(torch.zeros(self.h, self.d_k))
+
+    def _heads(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, _ = x.shape
+        return x.view(b, t, self.h, self.d_k).transpose(1, 2)  # [B, H, T, Dk]
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        mask: torch.Tensor | None,
+        pos_vectors: torch.Tensor,
+        cache: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Args:
+            x: [B, T, D] new positions.
+            mask: bool [B or 1, T, K] (True = may attend) or None for full attention.
+            pos_vectors: [2K-1, D] from `EspnetRelPositionTable.vectors(K)`.
+            cache: [B, H, K-T, 2*Dk] keys/values of earlier positions, or None.
+        Returns: output [B, T, D] and the new cache [B, H, K, 2*Dk].
+        """
+        q = self._heads(self.linear_q(x))
+        k = self._heads(self.linear_k(x))
+        v = self._heads(self.linear_v(x))
+        if cache is not None and cache.size(2) > 0:
+            k_old, v_old = cache.split(self.d_k, dim=-1)
+            k = torch.cat([k_old, k], dim=2)
+            v = torch.cat([v_old, v], dim=2)
+        new_cache = torch.cat([k, v], dim=-1)
+        t_q, t_k = q.size(2), k.size(2)
+
+        p = self.linear_pos(pos_vectors).view(-1, self.h, self.d_k).transpose(0, 1)  # [H, 2K-1, Dk]
+        q_u = q + self.pos_bias_u.unsqueeze(1)
+        q_v = q + self.pos_bias_v.unsqueeze(1)
+        content = torch.matmul(q_u, k.transpose(-2, -1))  # [B, H, T, K]
+        position_all = torch.matmul(q_v, p.transpose(-2, -1))  # [B, H, T, 2K-1]
+        # Query i (absolute index t_k - t_q + i) and key j are r = i_abs - j apart; the table row
+        # of r is (K-1) - r. Gathering realises upstream's pad-and-reshape "rel_shift" exactly.
+        q_abs = torch.arange(t_k - t_q, t_k, device=x.device)
+        rows = (t_k - 1 - q_abs).unsqueeze(1) + torch.arange(t_k, device=x.device).unsqueeze(0)
+        position = position_all.gather(-1, rows.expand(position_all.shape[:2] + rows.shape))
+        scores = (content + position) / math.sqrt(self.d_k)
+        if mask is not None:
+            keep = mask.unsqueeze(1)  # [B, 1, T, K]
+            scores = scores.masked_fill(~keep, float("-inf"))
+            attn = torch.softmax(scores, dim=-1).masked_fill(~keep, 0.0)
+        else:
+            attn = torch.softmax(scores, dim=-1)
+        out = torch.matmul(attn, v).transpose(1, 2).reshape(x.size(0), t_q, self.h * self.d_k)
+        return self.linear_out(out), new_cache
+
+
+class PositionwiseFeedForward(nn.Module):
+    def __init__(self, d_model: int, hidden: int, activation: nn.Module) -> None:
+        super().__init__()
+        self.w_1 = nn.Linear(d_model, hidden)
+        self.activation = activation
+        self.w_2 = nn.Linear(hidden, d_model)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.w_2(self.activation(self.w_1(x)))
+
+
+class EncoderLayer(nn.Module):
+    """Pre-norm self-attention + feed-forward block.
+
+    Conformer layers (no macaron, no conv module) name their norms `norm_mha`/`norm_ff`;
+    Transformer layers name them `norm1`/`norm2`. The math is the same. LayerNorm eps is 1e-12.
+    """
+
+    def __init__(self, cfg: EncoderConfig) -> None:
+        super().__init__()
+        d = cfg.output_size
+        activation = nn.SiLU() if cfg.activation == "swish" else nn.ReLU()
+        self.self_attn = RelPositionMultiHeadedAttention(cfg.attention_heads, d, cfg.key_bias)
+        self.feed_forward = PositionwiseFeedForward(d, cfg.linear_units, activation)
+        self._conformer = cfg.layer_type == "conformer"
+        if self._conformer:
+            self.norm_ff = nn.LayerNorm(d, eps=1e-12)
+            self.norm_mha = nn.LayerNorm(d, eps=1e-12)
+        else:
+            self.norm1 = nn.LayerNorm(d, eps=1e-12)
+            self.norm2 = nn.LayerNorm(d, eps=1e-12)
+
+    def forward(
+        self, x: torch.Tensor, mask: torch.Tensor | None, pos_vectors: torch.Tensor, cache: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        norm_attn, norm_ff = (self.norm_mha, self.norm_ff) if self._conformer else (self.norm1, self.norm2)
+        attn_out, new_cache = self.self_attn(norm_attn(x), mask, pos_vectors, cache)
+        x = x + attn_out
+        x = x + self.feed_forward(norm_ff(x))
+        return x, new_cache
+
+
+class LinearInput(nn.Module):
+    """`input_layer: linear` (Linear + LayerNorm) or `linear_legacy` (Linear + LayerNorm + ReLU).
+
+    The output is scaled by sqrt(D) (upstream does this in its positional module, `xscale`).
+    """
+
+    def __init__(self, in_dim: int, out_dim: int, legacy: bool) -> None:
+        super().__init__()
+        layers: list[nn.Module] = [nn.Linear(in_dim, out_dim), nn.LayerNorm(out_dim, eps=1e-5), nn.Identity()]
+        if legacy:
+            layers.append(nn.ReLU())
+        self.out = nn.Sequential(*layers)  # keys: out.0 (Linear), out.1 (LayerNorm)
+        self.xscale = math.sqrt(out_dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out(x) * self.xscale
+
+
+def causal_mask(t: int, device: torch.device) -> torch.Tensor:
+    """[1, T, T] lower-triangular (True = may attend)."""
+    return torch.ones(t, t, dtype=torch.bool, device=device).tril().unsqueeze(0)
+
+
+def padding_mask(lengths: torch.Tensor, t: int) -> torch.Tensor:
+    """[B, 1, T] True at valid positions."""
+    return (torch.arange(t, device=lengths.device).unsqueeze(0) < lengths.unsqueeze(1)).unsqueeze(1)
+
+
+class Encoder(nn.Module):
+    """Input layer → N layers → `after_norm` (LayerNorm eps 1e-5).
+
+    `static_chunk_size == 1` makes self-attention causal (the v1 text encoder and LLM); 0 is full
+    attention (the v1 flow encoder).
+    """
+
+    def __init__(self, cfg: EncoderConfig) -> None:
+        super().__init__()
+        if cfg.input_layer not in ("linear", "linear_legacy"):
+            raise ValueError(f"input_layer {cfg.input_layer!r} is not used by CosyVoice v1")
+        if cfg.static_chunk_size not in (0, 1):
+            raise ValueError(f"static_chunk_size {cfg.static_chunk_size} is not used by CosyVoice v1")
+        self.cfg = cfg
+        self.embed = LinearInput(cfg.input_size, cfg.output_size, legacy=cfg.input_layer == "linear_legacy")
+        self.encoders = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.num_blocks))
+        self.after_norm = nn.LayerNorm(cfg.output_size, eps=1e-5)
+        self.pos_table = EspnetRelPositionTable(cfg.output_size)
+
+    @property
+    def causal(self) -> bool:
+        return self.cfg.static_chunk_size == 1
+
+    def forward(self, xs: torch.Tensor, lengths: torch.Tensor | None = None) -> torch.Tensor:
+        """Encode whole sequences. xs [B, T, input_size], lengths [B] (None = all valid) → [B, T, D]."""
+        t = xs.size(1)
+        mask = None
+        if lengths is not None:
+            mask = padding_mask(lengths, t)  # [B, 1, T] → broadcast over queries
+            mask = mask.expand(-1, t, -1)
+        if self.causal:
+            tri = causal_mask(t, xs.device)
+            mask = tri if mask is None else mask & tri
+        x = self.embed(xs)
+        pos = self.pos_table.vectors(t, x.device, x.dtype)
+        for layer in self.encoders:
+            x, _ = layer(x, mask, pos)
+        return self.after_norm(x)
+
+    def forward_step(
+        self, xs: torch.Tensor, caches: list[torch.Tensor] | None
+    ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """Causal incremental encoding for decoding (B = 1).
+
+        xs [1, T, input_size] new positions; caches: one [1, H, K-T, 2*Dk] per layer or None.
+        Returns the new positions' outputs [1, T, D] and the grown caches.
+        """
+        t_new = xs.size(1)
+        t_old = 0 if not caches else caches[0].size(2)
+        t_k = t_old + t_new
+        # New queries see every cached key plus the new keys up to themselves.
+        mask = torch.ones(t_new, t_k, dtype=torch.bool, device=xs.device)
+        mask[:, t_old:] = torch.ones(t_new, t_new, dtype=torch.bool, device=xs.device).tril()
+        mask = mask.unsqueeze(0)
+        x = self.embed(xs)
+        pos = self.pos_table.vectors(t_k, x.device, x.dtype)
+        new_caches = []
+        for i, layer in enumerate(self.encoders):
+            x, cache = layer(x, mask, pos, caches[i] if caches else None)
+            new_caches.append(cache)
+        return self.after_norm(x), new_caches

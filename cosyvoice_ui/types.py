@@ -1,0 +1,120 @@
+"""Plain records shared by the engine, the UI, the REST API and the CLI.
+
+Nothing here imports torch: the UI and API layers build and read these records without pulling in
+model code. Audio is always mono float32 numpy in [-1, 1].
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+class Mode(str, enum.Enum):
+    """What the user asks for; each backend says which of these it can do (`EngineInfo.modes`)."""
+
+    SFT = "sft"  # a preset speaker from the model's spk2info
+    ZERO_SHOT = "zero_shot"  # clone a voice from a prompt recording + its transcript
+    CROSS_LINGUAL = "cross_lingual"  # clone a voice, speak text in another language (no transcript)
+    INSTRUCT = "instruct"  # style described in words (v1: -Instruct model with a preset speaker)
+    VC = "vc"  # voice conversion: say the source recording's words in the prompt's voice
+
+    @classmethod
+    def parse(cls, value: str | Mode) -> Mode:
+        """Accept a Mode or its value ("zero_shot", also "zero-shot"); raise ValueError listing options."""
+        if isinstance(value, Mode):
+            return value
+        key = str(value).strip().lower().replace("-", "_")
+        for mode in cls:
+            if mode.value == key:
+                return mode
+        options = ", ".join(m.value for m in cls)
+        raise ValueError(f"unknown mode {value!r}; choose one of: {options}")
+
+
+@dataclass(frozen=True)
+class Audio:
+    """A mono recording: float32 samples in [-1, 1] at `sample_rate` Hz."""
+
+    samples: np.ndarray  # [N] float32
+    sample_rate: int
+
+    @property
+    def duration(self) -> float:
+        return float(len(self.samples)) / float(self.sample_rate) if self.sample_rate else 0.0
+
+
+@dataclass(frozen=True)
+class SynthesisRequest:
+    """One synthesis job. Which fields matter depends on `mode` (see `Engine.check`).
+
+    Attributes:
+        text: what to say (all modes except vc).
+        prompt_audio: the voice to clone (zero_shot, cross_lingual, vc target voice).
+        prompt_text: transcript of `prompt_audio` (zero_shot).
+        instruct_text: the style description (instruct).
+        speaker: a preset or saved speaker id (sft, instruct; or a saved voice in zero_shot/cross_lingual).
+        source_audio: the recording whose words are re-voiced (vc).
+        speed: tempo factor, 0.5-2.0.
+        seed: makes the sampling reproducible; None draws a fresh seed.
+        stream: yield audio segment by segment and chunk by chunk as it is produced.
+        text_frontend: normalise and split text (turn off to feed the model raw text).
+    """
+
+    mode: Mode
+    text: str = ""
+    prompt_audio: Audio | None = None
+    prompt_text: str = ""
+    instruct_text: str = ""
+    speaker: str | None = None
+    source_audio: Audio | None = None
+    speed: float = 1.0
+    seed: int | None = None
+    stream: bool = False
+    text_frontend: bool = True
+
+
+@dataclass(frozen=True)
+class AudioChunk:
+    """A piece of synthesised audio, yielded in playback order."""
+
+    samples: np.ndarray  # [N] float32
+    sample_rate: int
+    segment: int  # 0-based index of the text segment this chunk belongs to
+    segments: int  # number of text segments in the request
+    final: bool  # True on the last chunk of the whole request
+    text: str = ""  # the (normalised) text of the segment
+
+
+@dataclass(frozen=True)
+class ProgressEvent:
+    """A progress report. `fraction` is the overall share done (0..1) of the current operation."""
+
+    stage: str  # "load", "download", "frontend", "llm", "flow", "vocoder", "segment", "done"
+    fraction: float
+    message: str = ""
+
+
+ProgressCallback = Callable[[ProgressEvent], None]
+
+
+@dataclass(frozen=True)
+class EngineInfo:
+    """What a loaded backend can do; the UI and API adapt to this instead of checking types."""
+
+    name: str  # display name, e.g. "CosyVoice-300M-SFT"
+    family: str  # "v1", "v2", "v3" or "offline"
+    sample_rate: int
+    modes: tuple[Mode, ...]
+    speakers: tuple[str, ...] = ()
+    device: str = "cpu"
+    streaming: bool = True
+    instruct_examples: tuple[str, ...] = ()
+    notes: str = ""  # shown to the user (e.g. what an approximate backend can and cannot do)
+    extras: dict = field(default_factory=dict)
+
+    def supports(self, mode: Mode) -> bool:
+        return mode in self.modes
