@@ -1,0 +1,178 @@
+"""`python -m cosyvoice_ui ...`: synth, download, list-models, parity, serve.
+
+The CLI is a thin shell over the engine: it parses flags into a `SynthesisRequest`, prints errors as
+one line with the fix, and exits non-zero on failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from .errors import CosyVoiceError
+from .types import Mode, ProgressEvent
+
+log = logging.getLogger(__name__)
+
+
+class _TerminalProgress:
+    """Draws one updating progress line on stderr."""
+
+    def __init__(self, enabled: bool = True) -> None:
+        self.enabled = enabled and sys.stderr.isatty()
+        self.last = ""
+
+    def __call__(self, event: ProgressEvent) -> None:
+        line = f"[{event.stage:>8}] {event.fraction * 100:5.1f}% {event.message}"
+        if self.enabled:
+            sys.stderr.write("\r" + line[:110].ljust(110))
+            sys.stderr.flush()
+            if event.stage in ("done",) or (event.stage in ("load", "download") and event.fraction >= 1.0):
+                sys.stderr.write("\n")
+        elif line != self.last and event.fraction in (0.0, 1.0):
+            print(line, file=sys.stderr)
+        self.last = line
+
+
+def _add_synth(sub) -> None:
+    p = sub.add_parser("synth", help="synthesise speech to an audio file")
+    p.add_argument("--model-dir", type=Path, help="model folder (default: first one in pretrained_models/)")
+    p.add_argument("--mode", default="zero_shot", choices=[m.value for m in Mode])
+    p.add_argument("--text", default="", help="what to say")
+    p.add_argument("--text-file", type=Path, help="one utterance per line → numbered files (or --join)")
+    p.add_argument("--prompt-wav", type=Path, help="voice sample (zero_shot, cross_lingual, vc target voice)")
+    p.add_argument("--prompt-text", default="", help="transcript of --prompt-wav (zero_shot)")
+    p.add_argument("--source-wav", type=Path, help="speech to convert (vc)")
+    p.add_argument("--speaker", help="preset speaker (sft/instruct) or saved voice id")
+    p.add_argument("--instruct", default="", help="style description (instruct)")
+    p.add_argument("--speed", type=float, default=1.0)
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--stream", action="store_true", help="write chunks as they are produced")
+    p.add_argument("--no-text-frontend", action="store_true", help="skip text normalisation and splitting")
+    p.add_argument("--device", default="auto")
+    p.add_argument("--precision", default="stock", choices=["stock", "fast"])
+    p.add_argument("--format", default=None, help="wav, mp3, flac or pcm (default: from --out's extension)")
+    p.add_argument("--loudness", type=float, default=None, help="normalise to this LUFS (e.g. -20); off by default")
+    p.add_argument("--join", action="store_true", help="with --text-file: one output file")
+    p.add_argument("--out", type=Path, required=True, help="output file (or folder with --text-file)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m cosyvoice_ui", description="CosyVoice voice-cloning TTS")
+    parser.add_argument("-v", "--verbose", action="store_true")
+    sub = parser.add_subparsers(dest="command", required=True)
+    _add_synth(sub)
+    d = sub.add_parser("download", help="download a catalogue model into pretrained_models/NAME")
+    d.add_argument("name")
+    d.add_argument("--models-dir", type=Path, default=Path("pretrained_models"))
+    lm = sub.add_parser("list-models", help="show the catalogue and what is installed")
+    lm.add_argument("--models-dir", type=Path, default=Path("pretrained_models"))
+    pa = sub.add_parser("parity", help="check the engine against golden data computed by upstream")
+    pa.add_argument("fixture_dir", type=Path)
+    sv = sub.add_parser("serve", help="start the web app and REST API (same flags as app.py)")
+    sv.add_argument("app_args", nargs=argparse.REMAINDER)
+    return parser
+
+
+def _load(args, progress):
+    from .manager import open_engine
+
+    return open_engine(args.model_dir, Path("pretrained_models"), device=args.device, precision=args.precision,
+                       progress=progress)
+
+
+def _request(args, text: str):
+    from .audio import read_audio
+    from .types import SynthesisRequest
+
+    return SynthesisRequest(
+        mode=Mode.parse(args.mode), text=text,
+        prompt_audio=read_audio(args.prompt_wav) if args.prompt_wav else None,
+        prompt_text=args.prompt_text, instruct_text=args.instruct, speaker=args.speaker,
+        source_audio=read_audio(args.source_wav, "source audio") if args.source_wav else None,
+        speed=args.speed, seed=args.seed, stream=args.stream, text_frontend=not args.no_text_frontend,
+    )
+
+
+def _write(path: Path, samples, rate: int, fmt: str | None, loudness: float | None) -> None:
+    from .audio import encode, normalize_loudness
+
+    if loudness is not None:
+        samples = normalize_loudness(samples, rate, loudness)
+    fmt = fmt or (path.suffix.lstrip(".").lower() or "wav")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(encode(samples, rate, fmt))
+
+
+def cmd_synth(args) -> int:
+    import numpy as np
+
+    progress = _TerminalProgress()
+    engine = _load(args, progress)
+    if args.text_file:
+        from .batch import synth_text_file
+
+        return synth_text_file(engine, args, _request, _write, progress)
+    request = _request(args, args.text)
+    engine.check(request)
+    pieces = []
+    for chunk in engine.synthesize(request, progress=progress):
+        pieces.append(chunk.samples)
+        if args.stream:
+            print(f"chunk {len(pieces)}: segment {chunk.segment + 1}/{chunk.segments}, "
+                  f"{len(chunk.samples) / chunk.sample_rate:.2f} s", file=sys.stderr)
+    samples = np.concatenate(pieces) if pieces else np.zeros(0, np.float32)
+    _write(args.out, samples, engine.info.sample_rate, args.format, args.loudness)
+    print(f"wrote {args.out} ({len(samples) / engine.info.sample_rate:.2f} s at {engine.info.sample_rate} Hz)")
+    return 0
+
+
+def cmd_download(args) -> int:
+    from .hub import download
+
+    path = download(args.name, args.models_dir, progress=_TerminalProgress())
+    print(f"downloaded to {path}")
+    return 0
+
+
+def cmd_list_models(args) -> int:
+    from .hub import CATALOGUE, find_models
+
+    installed = {p.name for p in find_models(args.models_dir)}
+    for entry in CATALOGUE:
+        state = "installed" if entry.name in installed else "available"
+        note = "" if entry.supported else " (not supported yet)"
+        print(f"{entry.name:26} {state:10} {entry.size_gb:4.1f} GB  {entry.description}{note}")
+    for name in sorted(installed - {e.name for e in CATALOGUE}):
+        print(f"{name:26} installed  (local folder)")
+    return 0
+
+
+def cmd_parity(args) -> int:
+    from .parity import main as parity_main
+
+    return parity_main(args.fixture_dir)
+
+
+def cmd_serve(args) -> int:
+    from .app_main import main as app_main
+
+    return app_main(args.app_args)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s")
+    handlers = {"synth": cmd_synth, "download": cmd_download, "list-models": cmd_list_models,
+                "parity": cmd_parity, "serve": cmd_serve}
+    try:
+        return handlers[args.command](args)
+    except CosyVoiceError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130

@@ -1,0 +1,277 @@
+"""ModelManager: one per process. Lazy loading with progress, a FIFO job queue, unload-on-idle,
+model switching, and the process memory figures the UI and /health show.
+
+Unloading never happens while a job runs or waits: a job holds the model from the moment it is
+queued until its last chunk is delivered.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import gc
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from .backend import Engine
+from .errors import Cancelled, ConfigError, CosyVoiceError
+from .types import ProgressCallback, ProgressEvent
+
+log = logging.getLogger(__name__)
+
+OFFLINE_ID = "offline-default"
+Loader = Callable[[str, ProgressCallback | None], Engine]
+
+
+@dataclass(frozen=True)
+class ModelChoice:
+    model_id: str  # a folder path, or OFFLINE_ID
+    label: str
+
+
+def rss_mb() -> float:
+    """Resident memory of this process in MB (Linux /proc; 0 when unknown)."""
+    try:
+        with open("/proc/self/statm") as handle:
+            pages = int(handle.read().split()[1])
+        import os
+
+        return pages * os.sysconf("SC_PAGE_SIZE") / 1e6
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def release_memory() -> None:
+    """Give freed memory back to the OS: Python objects, glibc's heap, the CUDA cache."""
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+    except ImportError:
+        pass
+
+
+def default_model_id(model_dir: Path | None, models_dir: Path) -> str:
+    """The explicit folder, else the first CosyVoice folder under models_dir, else the offline default."""
+    from .hub import find_models
+
+    if model_dir is not None:
+        return str(model_dir)
+    found = [p for p in find_models(models_dir) if (p / "cosyvoice.yaml").is_file()]
+    return str(found[0]) if found else OFFLINE_ID
+
+
+def load_any(model_id: str, progress: ProgressCallback | None = None, device: str = "auto", **options) -> Engine:
+    """Load a CosyVoice folder or, for OFFLINE_ID, the embedded offline default."""
+    if model_id == OFFLINE_ID:
+        from .offline import load_default_engine
+
+        return load_default_engine(device=device, progress=progress, voices_dir=options.get("voices_dir"))
+    from .engine import load_engine
+
+    options.pop("voices_dir", None)
+    return load_engine(model_id, device=device, progress=progress, **options)
+
+
+def open_engine(model_dir: Path | None, models_dir: Path, device: str = "auto", precision: str = "stock",
+                progress: ProgressCallback | None = None) -> Engine:
+    """Load the engine a CLI invocation asked for (or the default one)."""
+    return load_any(default_model_id(model_dir, models_dir), progress, device=device, precision=precision)
+
+
+class ModelManager:
+    """Owns the loaded engine of this process and serialises jobs on it.
+
+    Not responsible for synthesis itself (the Engine) or for presenting state (UI/API).
+    """
+
+    def __init__(self, model_id: str, loader: Loader | None = None, idle_unload_s: float = 600.0,
+                 concurrency: int = 1, models_dir: Path | None = None) -> None:
+        self._loader = loader or (lambda mid, progress: load_any(mid, progress))
+        self.model_id = model_id
+        self.models_dir = models_dir
+        self.idle_unload_s = idle_unload_s
+        self._engine: Engine | None = None
+        self._state = "unloaded"
+        self._error = ""
+        self._load_progress = ProgressEvent("load", 0.0, "")
+        self._load_lock = threading.Lock()
+        self._cond = threading.Condition()
+        self._concurrency = max(1, concurrency)
+        self._running = 0
+        self._next_ticket = 0
+        self._serving = 0  # tickets below this have started (or left the queue)
+        self._waiting: list[int] = []
+        self._last_used = time.monotonic()
+        self.baseline_rss_mb = rss_mb()
+        self._stop = threading.Event()
+        self._watcher: threading.Thread | None = None
+        if idle_unload_s > 0:
+            self._watcher = threading.Thread(target=self._watch_idle, name="idle-unload", daemon=True)
+            self._watcher.start()
+
+    # --- state ------------------------------------------------------------------------------------
+
+    @property
+    def state(self) -> str:
+        """unloaded | loading | loaded | error"""
+        return self._state
+
+    @property
+    def busy(self) -> bool:
+        with self._cond:
+            return self._running > 0 or bool(self._waiting)
+
+    def status(self) -> dict:
+        engine = self._engine
+        info = engine.info if engine is not None else None
+        with self._cond:
+            queued = len(self._waiting)
+            running = self._running
+        return {
+            "state": self._state,
+            "model_id": self.model_id,
+            "model": info.name if info else Path(self.model_id).name,
+            "device": info.device if info else None,
+            "error": self._error,
+            "load_fraction": self._load_progress.fraction,
+            "load_message": self._load_progress.message,
+            "running": running,
+            "queued": queued,
+            "rss_mb": round(rss_mb(), 1),
+            "baseline_rss_mb": round(self.baseline_rss_mb, 1),
+            "idle_unload_s": self.idle_unload_s,
+            "idle_for_s": round(time.monotonic() - self._last_used, 1),
+        }
+
+    def choices(self) -> list[ModelChoice]:
+        from .hub import find_models
+
+        found = [ModelChoice(str(p), p.name) for p in find_models(self.models_dir)] if self.models_dir else []
+        return found + [ModelChoice(OFFLINE_ID, "Offline default (no download)")]
+
+    # --- loading ------------------------------------------------------------------------------------
+
+    def engine(self, progress: ProgressCallback | None = None) -> Engine:
+        """The loaded engine, loading it first if needed (progress reported to `progress`)."""
+        if self._engine is not None:
+            return self._engine
+        with self._load_lock:
+            if self._engine is not None:
+                return self._engine
+            self._state = "loading"
+            self._error = ""
+
+            def forward(event: ProgressEvent) -> None:
+                self._load_progress = event
+                if progress is not None:
+                    progress(event)
+
+            try:
+                engine = self._loader(self.model_id, forward)
+            except CosyVoiceError as exc:
+                self._state, self._error = "error", str(exc)
+                raise
+            except Exception as exc:
+                self._state, self._error = "error", f"{type(exc).__name__}: {exc}"
+                log.exception("loading %s failed", self.model_id)
+                raise ConfigError(f"loading {Path(self.model_id).name} failed: {exc}") from exc
+            self._engine = engine
+            self._state = "loaded"
+            self._last_used = time.monotonic()
+            return engine
+
+    def select(self, model_id: str) -> None:
+        """Switch to another model; the current one is released now (waits for running jobs)."""
+        if model_id == self.model_id and self._state != "error":
+            return
+        with self._cond:
+            while self._running or self._waiting:
+                self._cond.wait(0.5)
+            self._unload_locked()
+            self.model_id = model_id
+            self._state, self._error = "unloaded", ""
+
+    def unload(self) -> bool:
+        """Release the model now unless a job runs or waits. Returns True if something was released."""
+        with self._cond:
+            if self._running or self._waiting or self._engine is None:
+                return False
+            self._unload_locked()
+            return True
+
+    def _unload_locked(self) -> None:
+        engine, self._engine = self._engine, None
+        if engine is not None:
+            engine.close()
+            del engine
+            self._state = "unloaded"
+            release_memory()
+            log.info("model %s unloaded; rss %.0f MB", Path(self.model_id).name, rss_mb())
+
+    def _watch_idle(self) -> None:
+        while not self._stop.wait(min(5.0, max(0.2, self.idle_unload_s / 4))):
+            if self.idle_unload_s <= 0 or self._engine is None:
+                continue
+            with self._cond:
+                idle = time.monotonic() - self._last_used
+                if self._running or self._waiting or idle < self.idle_unload_s:
+                    continue
+                log.info("idle for %.0f s: unloading", idle)
+                self._unload_locked()
+
+    def shutdown(self) -> None:
+        self._stop.set()
+        with self._cond:
+            self._unload_locked()
+
+    # --- jobs -----------------------------------------------------------------------------------------
+
+    def queue_position(self, ticket: int) -> int:
+        """0 when running, else how many jobs are ahead of it."""
+        with self._cond:
+            return self._waiting.index(ticket) if ticket in self._waiting else 0
+
+    @contextlib.contextmanager
+    def job(self, progress: ProgressCallback | None = None, cancel: threading.Event | None = None,
+            on_queue: Callable[[int], None] | None = None) -> Iterator[Engine]:
+        """Wait for a free slot (FIFO), make sure the model is loaded, and hold it for the job.
+
+        `on_queue(position)` is called while waiting; setting `cancel` leaves the queue with `Cancelled`.
+        """
+        with self._cond:
+            ticket = self._next_ticket
+            self._next_ticket += 1
+            self._waiting.append(ticket)
+            self._last_used = time.monotonic()
+            try:
+                while self._running >= self._concurrency or self._waiting[0] != ticket:
+                    if cancel is not None and cancel.is_set():
+                        raise Cancelled("the job was stopped while waiting in the queue")
+                    if on_queue is not None:
+                        on_queue(self._waiting.index(ticket))
+                    self._cond.wait(0.2)
+            except BaseException:
+                self._waiting.remove(ticket)
+                self._cond.notify_all()
+                raise
+            self._waiting.remove(ticket)
+            self._running += 1
+            self._cond.notify_all()
+        try:
+            yield self.engine(progress)
+        finally:
+            with self._cond:
+                self._running -= 1
+                self._last_used = time.monotonic()
+                self._cond.notify_all()

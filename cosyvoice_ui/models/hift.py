@@ -1,0 +1,273 @@
+"""HiFT vocoder (CosyVoice `HiFTGenerator`): 80-bin mel → waveform, via an NSF source and an iSTFT head.
+
+Shapes: B batch, T mel frames, U = prod(upsample_rates) * istft_hop samples per frame (256 for v1),
+N = T*U samples, F = N/hop + 1 STFT frames, K = istft_n_fft/2 + 1 frequency bins.
+
+Pipeline: f0 = f0_predictor(mel) → nearest ×U → NSF source (nsf.py) → [streaming: cached samples
+overwrite the head] → decode(mel, source): conv_pre, per stage (LeakyReLU 0.1, ConvTranspose, fuse
+the source's STFT, average of 3 ResBlocks), LeakyReLU 0.01, conv_post → exp magnitude / sin phase →
+iSTFT → clamp. Attribute names follow upstream so a folded `hift.pt` loads with strict=True.
+
+Weight norm: upstream's convs are weight-normed (g, v pairs in hift.pt); ours are plain convs and the
+loader folds the pairs into `.weight` once (checkpoint.fold_weight_norm). `weight_norm_names` and
+`unfold_weight_norm` go the other way, for writing test checkpoints in the official layout.
+
+Not here: the v3 causal vocoder (`CausalHiFTGenerator`), streaming cross-fades (streaming.py).
+HiFT runs in float32 (upstream never casts it to fp16: the phase cumsum needs the precision).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..checkpoint import StateDict, fold_weight_norm, load_strict, strip_generator_prefix
+from ..config import HiFTConfig
+from .nsf import NSFNoise, SourceModuleHnNSF
+
+log = logging.getLogger(__name__)
+
+
+def _same_padding(kernel_size: int, dilation: int = 1) -> int:
+    return (kernel_size * dilation - dilation) // 2
+
+
+class Snake(nn.Module):
+    """x + sin²(αx)/(α + 1e-9) with a learned per-channel α (linear scale). Input/output [B, C, L]."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.alpha = nn.Parameter(torch.ones(channels))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        alpha = self.alpha.view(1, -1, 1)
+        return x + (1.0 / (alpha + 1e-9)) * torch.sin(x * alpha).pow(2)
+
+
+class ResBlock(nn.Module):
+    """HiFi-GAN/BigVGAN residual block with Snake: for each dilation d,
+    x += conv2(snake2(conv1_d(snake1(x)))). Length-preserving ("same" padding). [B, C, L] → [B, C, L]."""
+
+    def __init__(self, channels: int, kernel_size: int, dilations: tuple[int, ...]) -> None:
+        super().__init__()
+        self.convs1 = nn.ModuleList(
+            nn.Conv1d(channels, channels, kernel_size, dilation=d, padding=_same_padding(kernel_size, d))
+            for d in dilations)
+        self.convs2 = nn.ModuleList(
+            nn.Conv1d(channels, channels, kernel_size, padding=_same_padding(kernel_size)) for _ in dilations)
+        self.activations1 = nn.ModuleList(Snake(channels) for _ in dilations)
+        self.activations2 = nn.ModuleList(Snake(channels) for _ in dilations)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for conv1, conv2, act1, act2 in zip(self.convs1, self.convs2, self.activations1, self.activations2):
+            x = x + conv2(act2(conv1(act1(x))))
+        return x
+
+
+class ConvRNNF0Predictor(nn.Module):
+    """Mel → f0 in Hz (v1/v2). Despite upstream's name there is no RNN: 5 × (Conv1d k3 → ELU), a
+    per-frame Linear to one value, and abs(). Does not decide voicing (the source thresholds f0)."""
+
+    def __init__(self, in_channels: int = 80, cond_channels: int = 512, num_class: int = 1) -> None:
+        super().__init__()
+        layers: list[nn.Module] = []
+        for i in range(5):
+            layers += [nn.Conv1d(in_channels if i == 0 else cond_channels, cond_channels, 3, padding=1), nn.ELU()]
+        self.condnet = nn.Sequential(*layers)
+        self.classifier = nn.Linear(cond_channels, num_class)
+
+    def forward(self, mel: torch.Tensor) -> torch.Tensor:
+        """mel: [B, 80, T] → f0 [B, T] (Hz, non-negative)."""
+        h = self.condnet(mel).transpose(1, 2)  # [B, T, C]
+        return torch.abs(self.classifier(h).squeeze(-1))
+
+
+class HiFTGenerator(nn.Module):
+    """The non-causal HiFT vocoder of CosyVoice v1 (and, once SineGen2 exists, v2).
+
+    Does: f0 prediction, NSF source generation (random, from a caller's generator), decoding a mel
+    plus a source into a waveform, and the streaming source-cache overwrite. Does not: cross-fade
+    chunks, keep any state between calls, or seed any RNG.
+    """
+
+    def __init__(self, cfg: HiFTConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        n_fft, hop = cfg.istft_n_fft, cfg.istft_hop
+        self.upsample_factor = math.prod(cfg.upsample_rates) * hop  # U
+        self.num_kernels = len(cfg.resblock_kernel_sizes)
+        self.f0_predictor = ConvRNNF0Predictor(cfg.f0_in_channels, cfg.f0_cond_channels)
+        self.m_source = SourceModuleHnNSF(cfg.sampling_rate, cfg.nb_harmonics, cfg.nsf_alpha, cfg.nsf_sigma,
+                                          cfg.nsf_voiced_threshold)
+        self.conv_pre = nn.Conv1d(cfg.in_channels, cfg.base_channels, 7, padding=3)
+
+        stage_channels = [cfg.base_channels // 2 ** (i + 1) for i in range(len(cfg.upsample_rates))]
+        self.ups = nn.ModuleList(
+            nn.ConvTranspose1d(cfg.base_channels // 2**i, c, k, u, padding=(k - u) // 2)
+            for i, (c, u, k) in enumerate(zip(stage_channels, cfg.upsample_rates, cfg.upsample_kernel_sizes)))
+
+        # The source STFT runs at the last stage's rate; stage i sees it down-sampled by the product of
+        # the later stages' up-sampling rates (v1: 8 for stage 0, 1 for stage 1).
+        self.source_downs = nn.ModuleList()
+        self.source_resblocks = nn.ModuleList()
+        for i, (c, k, d) in enumerate(zip(stage_channels, cfg.source_resblock_kernel_sizes,
+                                          cfg.source_resblock_dilation_sizes)):
+            r = math.prod(cfg.upsample_rates[i + 1:])
+            down = nn.Conv1d(n_fft + 2, c, 1) if r == 1 else nn.Conv1d(n_fft + 2, c, 2 * r, r, padding=r // 2)
+            self.source_downs.append(down)
+            self.source_resblocks.append(ResBlock(c, k, d))
+
+        self.resblocks = nn.ModuleList(
+            ResBlock(c, k, d) for c in stage_channels
+            for k, d in zip(cfg.resblock_kernel_sizes, cfg.resblock_dilation_sizes))
+        self.conv_post = nn.Conv1d(stage_channels[-1], n_fft + 2, 7, padding=3)
+        # Periodic Hann (scipy's get_window("hann", fftbins=True)); computed in float64 like scipy,
+        # then cast. Not a checkpoint entry, hence non-persistent.
+        window = torch.hann_window(n_fft, periodic=True, dtype=torch.float64).float()
+        self.register_buffer("stft_window", window, persistent=False)
+
+    @property
+    def sample_rate(self) -> int:
+        return self.cfg.sampling_rate
+
+    def predict_f0(self, mel: torch.Tensor) -> torch.Tensor:
+        """mel: [B, 80, T] → f0 [B, T] in Hz."""
+        return self.f0_predictor(mel)
+
+    def source(self, f0: torch.Tensor, generator: torch.Generator | None = None, *,
+               noise: NSFNoise | None = None) -> torch.Tensor:
+        """f0: [B, T] Hz → NSF excitation [B, 1, T*U].
+
+        Randomness comes from `generator` (drawn in upstream's order, see `NSFNoise.draw`; the
+        global RNG when None), or from explicit draws `noise` (phase [B, H, 1], sine [B, H, T*U]).
+        """
+        # Nearest up-sampling through interpolate, as upstream's nn.Upsample does: for rates that
+        # are not powers of two its index rounding can differ from a plain repeat.
+        f0_up = F.interpolate(f0.unsqueeze(1), scale_factor=float(self.upsample_factor), mode="nearest")
+        if noise is None:
+            noise = NSFNoise.draw(f0_up.size(0), self.m_source.harmonics, f0_up.size(-1), generator, f0.device)
+        expected = (f0_up.size(0), self.m_source.harmonics, f0_up.size(-1))
+        assert tuple(noise.sine.shape) == expected, f"sine noise {tuple(noise.sine.shape)} != {expected}"
+        return self.m_source(f0_up, noise)
+
+    def _stft(self, source: torch.Tensor) -> torch.Tensor:
+        """[B, 1, N] → real and imaginary parts stacked on channels [B, 2K, F]."""
+        n_fft, hop = self.cfg.istft_n_fft, self.cfg.istft_hop
+        spec = torch.stft(source.squeeze(1), n_fft, hop, n_fft, window=self.stft_window, center=True,
+                          pad_mode="reflect", return_complex=True)
+        return torch.cat([spec.real, spec.imag], dim=1)
+
+    def _istft(self, magnitude: torch.Tensor, phase: torch.Tensor) -> torch.Tensor:
+        """[B, K, F] each → [B, hop*(F-1)]."""
+        n_fft, hop = self.cfg.istft_n_fft, self.cfg.istft_hop
+        magnitude = magnitude.clamp(max=100.0)  # exp() of an untrained/odd frame must not blow up
+        spec = torch.complex(magnitude * torch.cos(phase), magnitude * torch.sin(phase))
+        return torch.istft(spec, n_fft, hop, n_fft, window=self.stft_window, center=True)
+
+    def decode_to_spectrum(self, mel: torch.Tensor, source: torch.Tensor) -> torch.Tensor:
+        """The network part of `decode`: mel [B, 80, T] + source [B, 1, N] → conv_post output [B, 2K, F]
+        (rows :K are log-magnitudes, rows K: pass through sin() to give the phase)."""
+        s_stft = self._stft(source)
+        x = self.conv_pre(mel)
+        last = len(self.ups) - 1
+        for i, up in enumerate(self.ups):
+            x = up(F.leaky_relu(x, self.cfg.lrelu_slope))
+            if i == last:
+                # The transposed convs give exactly N/hop frames; the centred STFT has one more.
+                x = F.pad(x, (1, 0), mode="reflect")
+            x = x + self.source_resblocks[i](self.source_downs[i](s_stft))
+            blocks = self.resblocks[i * self.num_kernels:(i + 1) * self.num_kernels]
+            xs = blocks[0](x)
+            for block in blocks[1:]:
+                xs = xs + block(x)
+            x = xs / self.num_kernels
+        # Upstream uses the default LeakyReLU slope (0.01) here, not lrelu_slope; the weights expect it.
+        return self.conv_post(F.leaky_relu(x))
+
+    def decode(self, mel: torch.Tensor, source: torch.Tensor) -> torch.Tensor:
+        """mel: [B, 80, T], source: [B, 1, T*U] → wave [B, T*U], clamped to ±audio_limit."""
+        x = self.decode_to_spectrum(mel, source)
+        k = self.cfg.istft_n_fft // 2 + 1
+        # sin() on the phase row is redundant mathematically but part of what the model learned.
+        wave = self._istft(torch.exp(x[:, :k]), torch.sin(x[:, k:]))
+        return wave.clamp(-self.cfg.audio_limit, self.cfg.audio_limit)
+
+    @torch.inference_mode()
+    def inference(self, mel: torch.Tensor, cache_source: torch.Tensor | None = None,
+                  generator: torch.Generator | None = None, *,
+                  noise: NSFNoise | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """mel: [B, 80, T] → (wave [B, N], source [B, 1, N]), N = T*U.
+
+        cache_source: [B, 1, C] (C <= N) source samples kept from the previous streaming chunk; they
+        replace the first C samples of the fresh source so the overlap region's excitation is
+        continuous across chunks. The returned source includes the overwrite (cache its tail).
+        generator / noise: see `source`.
+        """
+        s = self.source(self.predict_f0(mel), generator, noise=noise)
+        if cache_source is not None and cache_source.size(-1) > 0:
+            c = cache_source.size(-1)
+            if c > s.size(-1):
+                raise ValueError(f"cache_source has {c} samples but this chunk's source only {s.size(-1)}; "
+                                 "pass at most one chunk's worth of cached source")
+            s = torch.cat([cache_source.to(s), s[..., c:]], dim=-1)
+        log.debug("hift: mel %s -> %d samples", tuple(mel.shape), s.size(-1))
+        return self.decode(mel, s), s
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading and weight-norm (un)folding
+
+
+def weight_norm_names(model: HiFTGenerator) -> list[str]:
+    """Module paths whose weight upstream's hift.pt stores as a weight-norm (g, v) pair.
+
+    Everything convolutional except `source_downs`; the Linear layers (`l_linear`, `classifier`)
+    are plain too.
+    """
+    names = ["conv_pre", *(f"ups.{i}" for i in range(len(model.ups)))]
+    for group in ("source_resblocks", "resblocks"):
+        for i, block in enumerate(getattr(model, group)):
+            for convs in ("convs1", "convs2"):
+                names += [f"{group}.{i}.{convs}.{j}" for j in range(len(getattr(block, convs)))]
+    names.append("conv_post")
+    names += [f"f0_predictor.condnet.{i}" for i, m in enumerate(model.f0_predictor.condnet)
+              if isinstance(m, nn.Conv1d)]
+    return names
+
+
+def unfold_weight_norm(state_dict: StateDict, names: list[str], legacy: bool = False) -> StateDict:
+    """Replace `name.weight` by a weight-norm pair for each name (inverse of fold_weight_norm).
+
+    g = ||W|| over every dim but 0 (shape [dim0, 1, 1]) and v = W, as weight_norm initialises them.
+    Spelling: `name.parametrizations.weight.original0/1` (current torch), or `name.weight_g/weight_v`
+    when `legacy` (torch.nn.utils.weight_norm, as in the 2024 releases). Key order is kept.
+    """
+    wanted = set(names)
+    missing = sorted(n for n in wanted if f"{n}.weight" not in state_dict)
+    if missing:
+        raise KeyError(f"no `.weight` to unfold for {missing[:5]}")
+    g_suffix, v_suffix = ((".weight_g", ".weight_v") if legacy
+                          else (".parametrizations.weight.original0", ".parametrizations.weight.original1"))
+    out: StateDict = {}
+    for key, value in state_dict.items():
+        name = key[: -len(".weight")] if key.endswith(".weight") else None
+        if name in wanted:
+            dims = tuple(range(1, value.dim()))
+            out[name + g_suffix] = value.double().pow(2).sum(dim=dims, keepdim=True).sqrt().to(value.dtype)
+            out[name + v_suffix] = value.clone()
+        else:
+            out[key] = value
+    return out
+
+
+def load_hift(cfg: HiFTConfig, state_dict: StateDict) -> HiFTGenerator:
+    """Build a HiFTGenerator from `cfg` and load an official hift.pt state dict (either weight-norm
+    spelling, with or without the `generator.` prefix) strictly. Returned in eval mode, on CPU."""
+    sd = fold_weight_norm(strip_generator_prefix(state_dict))
+    model = HiFTGenerator(cfg)
+    load_strict(model, sd, "hift.pt")
+    return model.eval()

@@ -1,0 +1,65 @@
+"""Runtime settings: built once from argv/env in app.py or cli.py, then passed down explicitly."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+DEFAULT_MODELS_DIR = Path("pretrained_models")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything a running instance needs to know that is not a model hyperparameter."""
+
+    model_dir: Path | None = None  # None: first model folder under models_dir, else the offline default
+    models_dir: Path = DEFAULT_MODELS_DIR
+    voices_dir: Path = Path("voices")  # saved voices (prompt features computed once)
+    device: str = "auto"  # auto | cpu | cuda
+    precision: str = "stock"  # stock (bit-faithful) | fast (opt-in speed/accuracy trade)
+    threads: int | None = None  # torch intra-op threads; None = torch's default
+    host: str = "127.0.0.1"
+    port: int = 7860
+    share: bool = False
+    auth: tuple[tuple[str, str], ...] = ()
+    api_keys: tuple[str, ...] = ()
+    idle_unload_s: float = 600.0  # 0 = never
+    max_text_chars: int = 5000
+    concurrency: int = 1  # jobs running at once per model
+    queue_size: int = 32
+    rate_limit_per_min: int = 60  # per client, REST API
+    max_upload_mb: float = 20.0
+    blocked_words_file: Path | None = None
+    engine_url: str | None = None  # thin-client mode: send synthesis to this remote instance
+    cache_entries: int = 64  # recent results kept for instant repeats
+    extra: dict = field(default_factory=dict)
+
+    def with_(self, **changes: object) -> Settings:
+        return replace(self, **changes)
+
+    @property
+    def is_public(self) -> bool:
+        """True when reachable beyond this machine: a shared link or a non-loopback bind."""
+        return self.share or self.host not in ("127.0.0.1", "localhost", "::1")
+
+
+def resolve_device(device: str) -> str:
+    """`auto` → cuda when a GPU is usable, else cpu. Validates explicit choices."""
+    import torch
+
+    device = (device or "auto").lower()
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError("--device cuda was asked for, but no CUDA GPU is usable here (torch.cuda.is_available() "
+                         "is False); use --device cpu or install a CUDA build of torch")
+    if device != "cpu" and not device.startswith("cuda"):
+        raise ValueError(f"unknown device {device!r}; choose auto, cpu or cuda")
+    return device
+
+
+def env_api_keys() -> tuple[str, ...]:
+    """API keys from COSYVOICE_API_KEYS (comma separated)."""
+    raw = os.environ.get("COSYVOICE_API_KEYS", "")
+    return tuple(k.strip() for k in raw.split(",") if k.strip())
