@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 import torch
@@ -43,6 +44,14 @@ class FlowPrompt:
     embedding: torch.Tensor  # [1, 192]
 
 
+class ScriptedDraws(Protocol):
+    """Supplies the random draws of each render call instead of the generator (golden parity)."""
+
+    def flow_noise(self, call: int, shape: tuple[int, ...]) -> torch.Tensor: ...
+
+    def nsf_noise(self, call: int, harmonics: int, length: int): ...
+
+
 class TokenToWave:
     """Renders one segment's tokens with the v1 caches (flow noise/mu, mel overlap, vocoder tail).
 
@@ -50,10 +59,14 @@ class TokenToWave:
     """
 
     def __init__(self, flow: torch.nn.Module, hift: torch.nn.Module, spec: StreamingSpec, prompt: FlowPrompt,
-                 generator: torch.Generator | None, n_timesteps: int | None = None) -> None:
+                 generator: torch.Generator | None, n_timesteps: int | None = None,
+                 draws: ScriptedDraws | None = None, trace: list[dict] | None = None) -> None:
         self.flow, self.hift, self.spec, self.prompt = flow, hift, spec, prompt
         self.generator = generator
         self.n_timesteps = n_timesteps
+        self.draws = draws  # test seam: scripted noise instead of `generator`
+        self.trace = trace  # when a list, each call appends its intermediates (parity diagnostics)
+        self.calls = 0
         self.mel_window = np.hamming(2 * spec.mel_overlap_len)
         self.speech_window = np.hamming(2 * spec.source_cache_len)
         self.flow_cache: torch.Tensor | None = None
@@ -63,10 +76,16 @@ class TokenToWave:
     def __call__(self, tokens: torch.Tensor, finalize: bool, speed: float = 1.0) -> torch.Tensor:
         """tokens [1, N] → speech [1, S] (float32, on the model device). Mirrors upstream token2wav."""
         device = self.prompt.embedding.device
+        call, self.calls = self.calls, self.calls + 1
+        flow_noise = None
+        if self.draws is not None:
+            frames = self.prompt.prompt_feat.size(1) + self.flow.generated_frames(tokens.size(1))
+            flow_noise = self.draws.flow_noise(call, (1, self.prompt.prompt_feat.size(2), frames))
         mel, self.flow_cache = self.flow.inference(
             tokens.to(device), self.prompt.prompt_token, self.prompt.prompt_feat, self.prompt.embedding,
-            flow_cache=self.flow_cache, generator=self.generator, n_timesteps=self.n_timesteps,
+            flow_cache=self.flow_cache, generator=self.generator, noise=flow_noise, n_timesteps=self.n_timesteps,
         )
+        record = {"flow_mel": mel, "flow_cache_out": self.flow_cache}
         if self.mel_overlap is not None:
             mel = fade_in_out(mel, self.mel_overlap, self.mel_window)
         if self.hift_cache is not None:
@@ -77,20 +96,35 @@ class TokenToWave:
         if not finalize:
             self.mel_overlap = mel[:, :, -self.spec.mel_overlap_len :]
             mel = mel[:, :, : -self.spec.mel_overlap_len]
-            speech, source = self.hift.inference(mel, cache_source=cache_source, generator=self.generator)
+            speech, source = self._vocode(mel, cache_source, call, record)
             if self.hift_cache is not None:
                 speech = fade_in_out(speech, self.hift_cache["speech"], self.speech_window)
             keep = self.spec.source_cache_len
             self.hift_cache = {"mel": mel[:, :, -self.spec.mel_cache_len :], "source": source[:, :, -keep:],
                                "speech": speech[:, -keep:]}
-            return speech[:, :-keep]
+            return self._emit(speech[:, :-keep], record)
         if speed != 1.0:
             if self.hift_cache is not None:
                 raise ValueError("speed change needs the whole segment at once (not chunked streaming)")
             mel = F.interpolate(mel, size=int(mel.shape[2] / speed), mode="linear")
-        speech, _ = self.hift.inference(mel, cache_source=cache_source, generator=self.generator)
+        speech, _ = self._vocode(mel, cache_source, call, record)
         if self.hift_cache is not None:
             speech = fade_in_out(speech, self.hift_cache["speech"], self.speech_window)
+        return self._emit(speech, record)
+
+    def _vocode(self, mel: torch.Tensor, cache_source: torch.Tensor | None, call: int,
+                record: dict) -> tuple[torch.Tensor, torch.Tensor]:
+        noise = None
+        if self.draws is not None:
+            noise = self.draws.nsf_noise(call, self.hift.m_source.harmonics, mel.size(2) * self.hift.upsample_factor)
+        speech, source = self.hift.inference(mel, cache_source=cache_source, generator=self.generator, noise=noise)
+        record.update(hift_mel=mel, source=source, hift_speech=speech)
+        return speech, source
+
+    def _emit(self, speech: torch.Tensor, record: dict) -> torch.Tensor:
+        if self.trace is not None:
+            record["speech"] = speech
+            self.trace.append(record)
         return speech
 
 

@@ -21,3 +21,36 @@ def fixture_dir(name: str) -> Path:
 @pytest.fixture(scope="session")
 def v1_fixture() -> Path:
     return fixture_dir("cosyvoice1-tiny")
+
+
+def _tiny(tmp_path_factory: pytest.TempPathFactory, name: str, **options) -> Path:
+    from cosyvoice_ui.testing.tiny_model import write_tiny_model
+
+    return write_tiny_model(tmp_path_factory.mktemp("models") / name, **options)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _single_thread() -> None:
+    """Tiny models run faster on one thread (and tests are never timed)."""
+    import torch
+
+    torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="session")
+def tiny_base(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random CosyVoice-300M folder (no preset speakers)."""
+    return _tiny(tmp_path_factory, "tiny-base")
+
+
+@pytest.fixture(scope="session")
+def tiny_sft(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random CosyVoice-300M-SFT folder (7 preset speakers)."""
+    return _tiny(tmp_path_factory, "tiny-sft", sft=True)
+
+
+@pytest.fixture(scope="session")
+def tiny_instruct(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random CosyVoice-300M-Instruct folder."""
+    return _tiny(tmp_path_factory, "tiny-instruct", instruct=True)
+
