@@ -72,6 +72,10 @@ class RelPositionMultiHeadedAttention(nn.Module):
         self.pos_bias_u = nn.Parameter(torch.zeros(self.h, self.d_k))
         self.pos_bias_v = nn.Parameter(torch.zeros(self.h, self.d_k))
 
+    def project_positions(self, pos_vectors: torch.Tensor) -> torch.Tensor:
+        """[2K-1, D] relative-position vectors → [H, 2K-1, Dk] per-head projections p_r."""
+        return self.linear_pos(pos_vectors).view(-1, self.h, self.d_k).transpose(0, 1)
+
     def _heads(self, x: torch.Tensor) -> torch.Tensor:
         b, t, _ = x.shape
         return x.view(b, t, self.h, self.d_k).transpose(1, 2)  # [B, H, T, Dk]
@@ -80,27 +84,35 @@ class RelPositionMultiHeadedAttention(nn.Module):
         self,
         x: torch.Tensor,
         mask: torch.Tensor | None,
-        pos_vectors: torch.Tensor,
+        pos_vectors: torch.Tensor | None,
         cache: torch.Tensor | None = None,
+        pos_projected: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Args:
             x: [B, T, D] new positions.
             mask: bool [B or 1, T, K] (True = may attend) or None for full attention.
-            pos_vectors: [2K-1, D] from `EspnetRelPositionTable.vectors(K)`.
+            pos_vectors: [2K-1, D] from `EspnetRelPositionTable.vectors(K)`; unused when
+                `pos_projected` is given.
             cache: [B, H, K-T, 2*Dk] keys/values of earlier positions, or None.
+            pos_projected: [H, 2K-1, Dk], `project_positions(pos_vectors)` computed beforehand
+                (see `RelPositionProjections`).
         Returns: output [B, T, D] and the new cache [B, H, K, 2*Dk].
         """
         q = self._heads(self.linear_q(x))
         k = self._heads(self.linear_k(x))
         v = self._heads(self.linear_v(x))
-        if cache is not None and cache.size(2) > 0:
-            k_old, v_old = cache.split(self.d_k, dim=-1)
-            k = torch.cat([k_old, k], dim=2)
-            v = torch.cat([v_old, v], dim=2)
         new_cache = torch.cat([k, v], dim=-1)
+        if cache is not None and cache.size(2) > 0:
+            # Grow the cache with one copy and use views of it as k and v (splitting the old cache
+            # and concatenating three times copied it three times per step).
+            new_cache = torch.cat([cache, new_cache], dim=2)
+            k, v = new_cache.split(self.d_k, dim=-1)
         t_q, t_k = q.size(2), k.size(2)
 
-        p = self.linear_pos(pos_vectors).view(-1, self.h, self.d_k).transpose(0, 1)  # [H, 2K-1, Dk]
+        if pos_projected is None:
+            assert pos_vectors is not None, "either pos_vectors or pos_projected is needed"
+            pos_projected = self.project_positions(pos_vectors)
+        p = pos_projected  # [H, 2K-1, Dk]
         q_u = q + self.pos_bias_u.unsqueeze(1)
         q_v = q + self.pos_bias_v.unsqueeze(1)
         content = torch.matmul(q_u, k.transpose(-2, -1))  # [B, H, T, K]
@@ -154,10 +166,15 @@ class EncoderLayer(nn.Module):
             self.norm2 = nn.LayerNorm(d, eps=1e-12)
 
     def forward(
-        self, x: torch.Tensor, mask: torch.Tensor | None, pos_vectors: torch.Tensor, cache: torch.Tensor | None = None
+        self,
+        x: torch.Tensor,
+        mask: torch.Tensor | None,
+        pos_vectors: torch.Tensor | None,
+        cache: torch.Tensor | None = None,
+        pos_projected: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         norm_attn, norm_ff = (self.norm_mha, self.norm_ff) if self._conformer else (self.norm1, self.norm2)
-        attn_out, new_cache = self.self_attn(norm_attn(x), mask, pos_vectors, cache)
+        attn_out, new_cache = self.self_attn(norm_attn(x), mask, pos_vectors, cache, pos_projected)
         x = x + attn_out
         x = x + self.feed_forward(norm_ff(x))
         return x, new_cache
@@ -231,24 +248,62 @@ class Encoder(nn.Module):
         return self.after_norm(x)
 
     def forward_step(
-        self, xs: torch.Tensor, caches: list[torch.Tensor] | None
+        self,
+        xs: torch.Tensor,
+        caches: list[torch.Tensor] | None,
+        positions: RelPositionProjections | None = None,
     ) -> tuple[torch.Tensor, list[torch.Tensor]]:
         """Causal incremental encoding for decoding (B = 1).
 
-        xs [1, T, input_size] new positions; caches: one [1, H, K-T, 2*Dk] per layer or None.
+        xs [1, T, input_size] new positions; caches: one [1, H, K-T, 2*Dk] per layer or None;
+        positions: this decode's `RelPositionProjections` (None recomputes them on every call).
         Returns the new positions' outputs [1, T, D] and the grown caches.
         """
         t_new = xs.size(1)
         t_old = 0 if not caches else caches[0].size(2)
         t_k = t_old + t_new
-        # New queries see every cached key plus the new keys up to themselves.
-        mask = torch.ones(t_new, t_k, dtype=torch.bool, device=xs.device)
-        mask[:, t_old:] = torch.ones(t_new, t_new, dtype=torch.bool, device=xs.device).tril()
-        mask = mask.unsqueeze(0)
+        if t_new == 1:
+            mask = None  # a single new query may attend to every key: nothing to mask
+        else:
+            # New queries see every cached key plus the new keys up to themselves.
+            mask = torch.ones(t_new, t_k, dtype=torch.bool, device=xs.device)
+            mask[:, t_old:] = torch.ones(t_new, t_new, dtype=torch.bool, device=xs.device).tril()
+            mask = mask.unsqueeze(0)
         x = self.embed(xs)
-        pos = self.pos_table.vectors(t_k, x.device, x.dtype)
+        pos = None if positions is not None else self.pos_table.vectors(t_k, x.device, x.dtype)
         new_caches = []
         for i, layer in enumerate(self.encoders):
-            x, cache = layer(x, mask, pos, caches[i] if caches else None)
+            projected = positions.get(i, t_k) if positions is not None else None
+            x, cache = layer(x, mask, pos, caches[i] if caches else None, projected)
             new_caches.append(cache)
         return self.after_norm(x), new_caches
+
+
+class RelPositionProjections:
+    """Per-layer `linear_pos(PE)` tables for one incremental decode, grown on demand.
+
+    Each decoding step needs p_r = linear_pos(PE(r)) for every relative distance up to the current
+    length K, in every layer. Those rows depend only on r and the weights, so recomputing the whole
+    [2K-1, D] x [D, D] product per layer and step (as upstream does) is wasted work that grows with
+    K. This object computes them for a capacity M >= K once, doubles M when outgrown, and hands out
+    the [H, 2K-1, Dk] slice for K. It lives for one decode only, so later weight or device changes
+    cannot make it stale. Outputs match the uncached path to float rounding (~1e-7).
+    """
+
+    def __init__(self, encoder: Encoder) -> None:
+        self._encoder = encoder
+        self._tables: list[torch.Tensor] = []  # per layer [H, 2M-1, Dk], rows r = M-1 ... -(M-1)
+        self._capacity = 0
+
+    def get(self, layer: int, key_len: int) -> torch.Tensor:
+        """[H, 2K-1, Dk] projections for r = K-1 ... -(K-1) of `layer`."""
+        if key_len > self._capacity:
+            self._grow(max(key_len, 2 * self._capacity))
+        start = self._capacity - key_len
+        return self._tables[layer][:, start : start + 2 * key_len - 1]
+
+    def _grow(self, capacity: int) -> None:
+        weight = self._encoder.after_norm.weight
+        vectors = self._encoder.pos_table.vectors(capacity, weight.device, weight.dtype)
+        self._tables = [layer.self_attn.project_positions(vectors) for layer in self._encoder.encoders]
+        self._capacity = capacity
