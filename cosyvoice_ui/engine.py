@@ -26,10 +26,10 @@ from .frontend.inputs import (ModelInput, assemble, has_language_tag, language_t
 from .frontend.prompt import PromptEncoder, PromptFeatures
 from .streaming import FlowPrompt, TokenToWave, stream_tokens
 from .types import Audio, AudioChunk, EngineInfo, Mode, ProgressCallback, SynthesisRequest
+from .validation import check_request
 
 log = logging.getLogger(__name__)
 
-MIN_SPEED, MAX_SPEED = 0.5, 2.0
 INSTRUCT_EXAMPLES_V1 = (
     "A female speaker with normal pitch, slow speaking rate, and sad emotion.",
     "A male speaker with a deep voice, fast speaking rate, and happy emotion.",
@@ -62,19 +62,7 @@ class CosyVoiceEngine(Engine):
         self.n_timesteps = n_timesteps
         self.precision = precision
         self.saved_voices: dict[str, tuple[PromptFeatures, str]] = {}
-        speakers = tuple(self.spk2info)
-        self._info = EngineInfo(
-            name=folder.name,
-            family=folder.family.name,
-            sample_rate=self.config.sample_rate,
-            modes=modes_for(folder, speakers),
-            speakers=speakers,
-            device=str(self.device),
-            streaming=True,
-            instruct_examples=INSTRUCT_EXAMPLES_V1 if folder.instruct else (),
-            notes="",
-            extras={"precision": precision},
-        )
+        self._info = folder_info(folder, tuple(self.spk2info), str(self.device), precision)
 
     # --- interface ------------------------------------------------------------------------------
 
@@ -83,38 +71,12 @@ class CosyVoiceEngine(Engine):
         return self._info
 
     def check(self, request: SynthesisRequest) -> None:
-        mode = request.mode
-        if mode not in self._info.modes:
-            raise InvalidRequest("mode_unsupported", f"{self._info.name} cannot do {mode.value.replace('_', '-')} "
-                                 f"synthesis; load {model_that_can(mode)} for it", mode=mode.value,
-                                 model=self._info.name, needs=model_that_can(mode))
-        if not (MIN_SPEED <= request.speed <= MAX_SPEED):
-            raise InvalidRequest("speed_out_of_range", f"speed {request.speed} is outside {MIN_SPEED}-{MAX_SPEED}",
-                                 speed=request.speed, min=MIN_SPEED, max=MAX_SPEED)
-        if mode is not Mode.VC:
-            self._check_text(request.text)
-        if mode in (Mode.SFT, Mode.INSTRUCT):
-            self._check_speaker(request.speaker)
-        if mode is Mode.INSTRUCT and not request.instruct_text.replace("<|endofprompt|>", "").strip():
-            raise InvalidRequest("instruct_missing", "describe the speaking style in the instruct text, e.g. "
-                                 f"\"{INSTRUCT_EXAMPLES_V1[0]}\"")
-        if mode in (Mode.ZERO_SHOT, Mode.CROSS_LINGUAL, Mode.VC):
-            if request.speaker and request.speaker in self.saved_voices:
-                saved_text = self.saved_voices[request.speaker][1]
-                if mode is Mode.ZERO_SHOT and not (request.prompt_text.strip() or saved_text):
-                    raise InvalidRequest("transcript_missing", "this saved voice has no transcript; use "
-                                         "cross-lingual mode or save it again with its transcript")
-            else:
-                if request.speaker and request.prompt_audio is None:
-                    raise InvalidRequest("voice_unknown", f"there is no saved voice {request.speaker!r}; saved: "
-                                         f"{', '.join(self.saved_voices) or 'none'}", voice=request.speaker)
-                audio_utils.check_prompt(request.prompt_audio)
-                if mode is Mode.ZERO_SHOT and not request.prompt_text.strip():
-                    raise InvalidRequest("transcript_missing", "type the transcript of the prompt audio (exactly "
-                                         "what is said in it), or use cross-lingual mode, which needs none")
-        if mode is Mode.VC:
-            audio_utils.check_prompt(request.source_audio, what="source audio", min_seconds=0.5,
-                                     max_seconds=300.0)
+        check_request(request, self._info, self.max_text_chars, saved_voices=tuple(self.saved_voices),
+                      needs=model_that_can(request.mode), instruct_example=INSTRUCT_EXAMPLES_V1[0])
+        if request.mode is Mode.ZERO_SHOT and request.prompt_audio is None and request.speaker in self.saved_voices:
+            if not (request.prompt_text.strip() or self.saved_voices[request.speaker][1]):
+                raise InvalidRequest("transcript_missing", "this saved voice has no transcript; use cross-lingual "
+                                     "mode, or save the voice again with its transcript")
 
     def synthesize(self, request: SynthesisRequest, progress: ProgressCallback | None = None,
                    cancel: threading.Event | None = None) -> Iterator[AudioChunk]:
@@ -169,24 +131,6 @@ class CosyVoiceEngine(Engine):
         self._info = _with_voices(self._info, tuple(self.saved_voices))
 
     # --- internals --------------------------------------------------------------------------------
-
-    def _check_text(self, text: str) -> None:
-        stripped = (text or "").strip()
-        if not stripped:
-            raise InvalidRequest("text_empty", "the text to speak is empty; type what the voice should say")
-        if len(stripped) > self.max_text_chars:
-            raise InvalidRequest("text_too_long", f"the text has {len(stripped)} characters; the limit is "
-                                 f"{self.max_text_chars} (split it, or raise --max-text-chars)",
-                                 chars=len(stripped), limit=self.max_text_chars)
-
-    def _check_speaker(self, speaker: str | None) -> None:
-        if not self.spk2info:
-            raise InvalidRequest("no_speakers", f"{self._info.name} has no preset speakers (no spk2info.pt); "
-                                 f"load {model_that_can(Mode.SFT)}")
-        if speaker not in self.spk2info:
-            raise InvalidRequest("speaker_unknown", f"unknown speaker {speaker!r}; choose one of: "
-                                 f"{', '.join(self.spk2info)}", speaker=speaker or "",
-                                 options=", ".join(self.spk2info))
 
     def _encode(self, text: str) -> list[int]:
         return self.tokenizer.encode(text)
@@ -295,6 +239,23 @@ class CosyVoiceEngine(Engine):
     @property
     def config_streaming(self):
         return self.folder.family.streaming
+
+
+def folder_info(folder: ModelFolder, speakers: tuple[str, ...], device: str = "cpu",
+                precision: str = "stock") -> EngineInfo:
+    """What a v1 folder can do; cheap (no weights needed), so the UI can show it before loading."""
+    return EngineInfo(
+        name=folder.name,
+        family=folder.family.name,
+        sample_rate=folder.family.sample_rate,
+        modes=modes_for(folder, speakers),
+        speakers=speakers,
+        device=device,
+        streaming=True,
+        instruct_examples=INSTRUCT_EXAMPLES_V1 if folder.instruct else (),
+        notes="",
+        extras={"precision": precision},
+    )
 
 
 def _with_voices(info: EngineInfo, voices: tuple[str, ...]) -> EngineInfo:

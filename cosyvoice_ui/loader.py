@@ -46,6 +46,14 @@ def read_spk2info(path: Path) -> dict[str, dict]:
     return speakers
 
 
+def describe_cosyvoice(model_dir: Path):
+    """EngineInfo of a folder without loading its weights (only the small spk2info.pt is read)."""
+    from .engine import folder_info
+
+    folder = detect(model_dir)
+    return folder_info(folder, tuple(read_spk2info(folder.path / "spk2info.pt")))
+
+
 def load_cosyvoice(model_dir: Path, device: str = "auto", progress: ProgressCallback | None = None,
                    max_text_chars: int = 5000, precision: str = "stock", threads: int | None = None,
                    n_timesteps: int | None = None):

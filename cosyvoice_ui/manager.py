@@ -19,7 +19,7 @@ from pathlib import Path
 
 from .backend import Engine
 from .errors import Cancelled, ConfigError, CosyVoiceError
-from .types import ProgressCallback, ProgressEvent
+from .types import EngineInfo, ProgressCallback, ProgressEvent
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +83,17 @@ def load_any(model_id: str, progress: ProgressCallback | None = None, device: st
     return load_engine(model_id, device=device, progress=progress, **options)
 
 
+def describe(model_id: str) -> EngineInfo:
+    """What a model can do, without loading its weights."""
+    if model_id == OFFLINE_ID:
+        from .offline import describe_default
+
+        return describe_default()
+    from .loader import describe_cosyvoice
+
+    return describe_cosyvoice(Path(model_id))
+
+
 def open_engine(model_dir: Path | None, models_dir: Path, device: str = "auto", precision: str = "stock",
                 progress: ProgressCallback | None = None) -> Engine:
     """Load the engine a CLI invocation asked for (or the default one)."""
@@ -98,6 +109,7 @@ class ModelManager:
     def __init__(self, model_id: str, loader: Loader | None = None, idle_unload_s: float = 600.0,
                  concurrency: int = 1, models_dir: Path | None = None) -> None:
         self._loader = loader or (lambda mid, progress: load_any(mid, progress))
+        self._describe = describe
         self.model_id = model_id
         self.models_dir = models_dir
         self.idle_unload_s = idle_unload_s
@@ -154,10 +166,23 @@ class ModelManager:
             "idle_for_s": round(time.monotonic() - self._last_used, 1),
         }
 
+    def info(self) -> EngineInfo | None:
+        """The loaded engine's info, else the model's static description (None if unreadable)."""
+        engine = self._engine
+        if engine is not None:
+            return engine.info
+        try:
+            return self._describe(self.model_id)
+        except CosyVoiceError as exc:
+            self._error = str(exc)
+            return None
+
     def choices(self) -> list[ModelChoice]:
         from .hub import find_models
 
         found = [ModelChoice(str(p), p.name) for p in find_models(self.models_dir)] if self.models_dir else []
+        if self.model_id != OFFLINE_ID and all(c.model_id != self.model_id for c in found):
+            found.insert(0, ModelChoice(self.model_id, Path(self.model_id).name))
         return found + [ModelChoice(OFFLINE_ID, "Offline default (no download)")]
 
     # --- loading ------------------------------------------------------------------------------------

@@ -1,0 +1,8 @@
+"""CosyVoice Studio: `python app.py [--model-dir D] [--share] [--auth user:pass] ...` (see --help)."""
+
+import sys
+
+from cosyvoice_ui.app_main import main
+
+if __name__ == "__main__":
+    sys.exit(main())

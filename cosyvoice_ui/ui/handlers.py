@@ -1,0 +1,178 @@
+"""UI event handlers: widgets → `SynthesisRequest` → manager/engine → outputs.
+
+No model math and no torch here: handlers talk to the `ModelManager` and the `Engine` interface,
+translate errors into the user's language, and keep per-browser history entries.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .. import audio as audio_utils
+from ..errors import Cancelled, CosyVoiceError, InvalidRequest
+from ..manager import ModelManager
+from ..settings import Settings
+from ..types import Mode, ProgressEvent, SynthesisRequest
+from ..validation import check_request
+from . import strings
+
+log = logging.getLogger(__name__)
+
+HISTORY_LIMIT = 20
+
+
+@dataclass(frozen=True)
+class OutputOptions:
+    normalize: bool = True
+    fmt: str = "wav"
+    fast: bool = False
+
+
+def _lang(request) -> str:
+    headers = getattr(request, "headers", None) or {}
+    return strings.language_of(headers.get("accept-language"))
+
+
+def _session(request) -> str:
+    return getattr(request, "session_hash", None) or "default"
+
+
+class Handlers:
+    """State shared by every UI event of one app: the manager, settings, stop flags, output folder."""
+
+    def __init__(self, manager: ModelManager, settings: Settings, output_dir: Path, voices=None) -> None:
+        self.manager = manager
+        self.settings = settings
+        self.output_dir = output_dir
+        self.output_dir.mkdir(parents=True, exist_ok=True)
+        self.voices = voices  # optional saved-voice library (REST API issue); None = feature off
+        self._stops: dict[str, threading.Event] = {}
+        self._lock = threading.Lock()
+
+    # --- validation -------------------------------------------------------------------------------
+
+    def check(self, request: SynthesisRequest) -> None:
+        """Raise InvalidRequest for a bad request; needs no loaded model (runs before any work)."""
+        saved = tuple(self.voices.ids()) if self.voices is not None else ()
+        check_request(request, self.manager.info(), self.settings.max_text_chars, saved_voices=saved,
+                      needs=_needs(request.mode))
+
+    @staticmethod
+    def lang(request) -> str:
+        return _lang(request)
+
+    # --- stop ---------------------------------------------------------------------------------------
+
+    def stop_flag(self, session: str) -> threading.Event:
+        with self._lock:
+            flag = threading.Event()
+            self._stops[session] = flag
+            return flag
+
+    def stop(self, request=None) -> None:
+        with self._lock:
+            flag = self._stops.get(_session(request))
+        if flag is not None:
+            flag.set()
+
+    # --- synthesis ---------------------------------------------------------------------------------------
+
+    def run(self, request: SynthesisRequest, options: OutputOptions, history: list | None, http_request=None,
+            progress=None, meta: dict | None = None, lang: str | None = None) -> Iterator[tuple]:
+        """Yield (audio_update, file_path, info_markdown, history) tuples; audio streams when asked.
+
+        The first three outputs are for the tab; `history` is this browser's list of past results.
+        """
+        import gradio as gr
+
+        lang = lang or _lang(http_request)
+        try:
+            self.check(request)
+        except InvalidRequest as exc:
+            raise gr.Error(strings.message(exc, lang)) from None
+        cancel = self.stop_flag(_session(http_request))
+        report = _progress_adapter(progress, lang)
+        started = time.perf_counter()
+        pieces: list[np.ndarray] = []
+        gain: float | None = None
+        rate = 0
+        try:
+            with self.manager.job(progress=report, cancel=cancel,
+                                  on_queue=lambda pos: report(ProgressEvent("queue", 0.0, f"queue position {pos}"))
+                                  ) as engine:
+                rate = engine.info.sample_rate
+                for chunk in engine.synthesize(request, progress=report, cancel=cancel):
+                    pieces.append(chunk.samples)
+                    if request.stream:
+                        if options.normalize and gain is None:
+                            gain = _stream_gain(chunk.samples, rate)
+                        out = chunk.samples * gain if gain else chunk.samples
+                        yield (rate, np.clip(out, -1, 1)), gr.skip(), gr.skip(), gr.skip()
+        except Cancelled:
+            raise gr.Error(strings.label("stopped", lang)) from None
+        except InvalidRequest as exc:
+            raise gr.Error(strings.message(exc, lang)) from None
+        except CosyVoiceError as exc:
+            raise gr.Error(str(exc)) from None
+        wave = np.concatenate(pieces) if pieces else np.zeros(0, np.float32)
+        if options.normalize:
+            wave = audio_utils.normalize_loudness(wave, rate)
+        path = self._save(wave, rate, options.fmt)
+        seconds = len(wave) / rate if rate else 0.0
+        elapsed = time.perf_counter() - started
+        info = (f"{seconds:.1f} s · seed {request.seed} · {elapsed:.1f} s to generate"
+                + (f" (RTF {elapsed / seconds:.2f})" if seconds else ""))
+        entry = {"id": uuid.uuid4().hex[:8], "time": time.strftime("%H:%M:%S"), "mode": request.mode.value,
+                 "text": request.text[:200], "voice": (meta or {}).get("voice", request.speaker or ""),
+                 "seed": request.seed, "speed": request.speed, "file": str(path), "request": (meta or {})}
+        new_history = ([entry] + list(history or []))[:HISTORY_LIMIT]
+        audio_out = gr.skip() if request.stream else (rate, wave)
+        yield audio_out, str(path), info, new_history
+
+    def _save(self, wave: np.ndarray, rate: int, fmt: str) -> Path:
+        path = self.output_dir / f"{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}.{fmt}"
+        path.write_bytes(audio_utils.encode(wave, rate, fmt))
+        return path
+
+
+def _needs(mode: Mode) -> str:
+    from ..families import model_that_can
+
+    return model_that_can(mode)
+
+
+def _stream_gain(first_chunk: np.ndarray, rate: int) -> float:
+    """One gain for the whole stream (from the first chunk), so chunks keep a consistent level."""
+    loudness = audio_utils.integrated_loudness(first_chunk, rate)
+    if not np.isfinite(loudness):
+        return 1.0
+    gain = 10 ** ((audio_utils.DEFAULT_LUFS - loudness) / 20)
+    peak = float(np.max(np.abs(first_chunk))) or 1.0
+    return float(min(gain, 0.99 / peak, 10.0))
+
+
+def _progress_adapter(progress, lang: str):
+    """Engine/manager progress events → a gr.Progress bar with a short label."""
+    names = {"en": {"load": "Loading model", "queue": "Waiting in queue", "frontend": "Preparing", "llm": "Speech tokens",
+                    "flow": "Acoustic model", "vocoder": "Vocoder", "done": "Done", "download": "Downloading"},
+             "zh": {"load": "加载模型", "queue": "排队中", "frontend": "准备", "llm": "生成语音标记", "flow": "声学模型",
+                    "vocoder": "声码器", "done": "完成", "download": "下载中"}}[lang]
+
+    def report(event: ProgressEvent) -> None:
+        if progress is None:
+            return
+        try:
+            progress(event.fraction, desc=f"{names.get(event.stage, event.stage)}: {event.message}")
+        except Exception:  # progress is cosmetic; never let it break a job
+            log.debug("progress update failed", exc_info=True)
+
+    return report

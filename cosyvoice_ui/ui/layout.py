@@ -1,0 +1,257 @@
+"""`build_ui(manager, settings) -> gr.Blocks`: the tabs, the model panel and the history panel.
+
+A factory: nothing happens at import. Widgets are mapped to requests in `handlers.py`; this file
+only arranges components and wires events.
+"""
+
+# No `from __future__ import annotations` here: Gradio finds `request: gr.Request` and
+# `progress=gr.Progress()` parameters by their evaluated annotations.
+import inspect
+import random
+from pathlib import Path
+
+from ..manager import OFFLINE_ID, ModelManager
+from ..settings import Settings
+from ..types import EngineInfo, Mode
+from . import strings
+from .ffmpeg import ensure_ffmpeg
+from ..errors import InvalidRequest
+from .handlers import Handlers, OutputOptions
+from .requests import clone_meta, cross_meta, field_of, request_from_meta, sft_meta, vc_meta
+from .model_panel import build_model_panel
+
+TAGS = ("[laughter]", "[breath]", "<strong></strong>", "<laughter></laughter>", "[noise]", "[cough]")
+CLONE_EXAMPLES = [
+    ["Hello! This voice was cloned from just a few seconds of audio.", 1],
+    ["收到好友从远方寄来的生日礼物，那份意外的惊喜让我心中充满了快乐。", 2],
+]
+SFT_EXAMPLES = [
+    ["你好，欢迎使用语音合成工作室。今天天气真不错。", "中文女"],
+    ["Welcome! This is a preset speaker reading a short sentence.", "英文男"],
+]
+
+
+def _example_label(text: str, extra: object) -> str:
+    return f"{text[:48]}{'…' if len(text) > 48 else ''} ({extra})"
+
+
+def _controls(t, can_stream: bool = True):
+    """Speed, seed + dice, stream, Generate/Stop, and the outputs every tab has."""
+    import gradio as gr
+
+    with gr.Row():
+        speed = gr.Slider(0.5, 2.0, value=1.0, step=0.05, label=t("speed"))
+        seed = gr.Number(value=0, precision=0, minimum=0, label=t("seed"), scale=1)
+        dice = gr.Button(t("dice"), scale=0, min_width=60)
+        stream = gr.Checkbox(value=False, label=t("stream"), visible=can_stream)
+    with gr.Row():
+        generate = gr.Button(t("generate"), variant="primary")
+        stop = gr.Button(t("stop"), variant="stop")
+    audio = gr.Audio(label=t("output"), streaming=True, autoplay=True, interactive=False, elem_classes=["result"])
+    file = gr.File(label=t("download_file"), interactive=False)
+    info = gr.Markdown()
+    dice.click(lambda: random.randint(1, 100_000_000), outputs=seed, queue=False, api_visibility="private")
+    return speed, seed, stream, generate, stop, audio, file, info
+
+
+def build_ui(manager: "ModelManager", settings: "Settings", output_dir: "Path | None" = None, voices=None, share=None):
+    """The Gradio Blocks app for one `ModelManager` (`share`: a server.ShareStatus to display)."""
+    import gradio as gr
+
+    t = strings.i18n()
+    can_stream = ensure_ffmpeg()
+    handlers = Handlers(manager, settings, output_dir or Path("outputs"), voices=voices)
+    info = manager.info()
+
+    with gr.Blocks(title="CosyVoice Studio", fill_width=True) as demo:
+        gr.Markdown(t("title"), elem_id="title")
+        gr.Markdown(t("subtitle"))
+        gr.Markdown(t("public_warning"), visible=settings.is_public and not settings.auth, elem_id="public-warning")
+        gr.Markdown(t("no_model"), visible=manager.model_id == OFFLINE_ID and info is None, elem_id="no-model")
+        if share is not None and settings.share:
+            share_md = gr.Markdown("Creating the public share link…", elem_id="share-status")
+            share_timer = gr.Timer(1.0)
+
+            def share_text():
+                if share.url:
+                    return f"🌐 Public link: [{share.url}]({share.url})", gr.Timer(active=False)
+                if share.error:
+                    return f"⚠️ {share.error}", gr.Timer(active=False)
+                return gr.skip(), gr.skip()
+
+            share_timer.tick(share_text, outputs=[share_md, share_timer], queue=False, api_visibility="private")
+        panel = build_model_panel(manager, settings, t)
+        with gr.Accordion(t("options"), open=False):
+            with gr.Row():
+                normalize = gr.Checkbox(value=True, label=t("normalize"))
+                fmt = gr.Dropdown(["wav", "mp3", "flac"], value="wav", label=t("format"))
+                fast = gr.Checkbox(value=False, label=t("fast"), visible=False)
+        history = gr.BrowserState([], storage_key="cosyvoice_history")
+        # The browser's language, filled in on page load: error messages follow it (labels use gr.I18n).
+        browser_lang = gr.Textbox(value="en", visible=False)
+        option_inputs = [normalize, fmt, fast, browser_lang, history]
+
+        with gr.Tabs():
+            with gr.Tab(t("tab_clone"), id="clone"):
+                c_prompt = gr.Audio(sources=["upload", "microphone"], type="filepath", label=t("prompt_audio"))
+                c_transcript = gr.Textbox(label=t("prompt_text"), placeholder=t("prompt_text_ph"), lines=1)
+                c_text = gr.Textbox(label=t("text"), placeholder=t("text_ph"), lines=3)
+                c_speed, c_seed, c_stream, c_go, c_stop, c_audio, c_file, c_info = _controls(t, can_stream)
+                gr.Examples(CLONE_EXAMPLES, inputs=[c_text, c_seed], label=t("examples"),
+                            example_labels=[_example_label(text, f"seed {seed}") for text, seed in CLONE_EXAMPLES])
+
+            with gr.Tab(t("tab_cross"), id="cross"):
+                x_sub = gr.Radio([(t("submode_cross"), "cross"), (t("submode_instruct"), "instruct")], value="cross",
+                                 label=t("submode"))
+                x_prompt = gr.Audio(sources=["upload", "microphone"], type="filepath", label=t("prompt_audio"))
+                x_speaker = gr.Dropdown(list(info.speakers) if info else [], label=t("speaker"), visible=False)
+                x_instruct = gr.Textbox(label=t("instruct_text"), placeholder=t("instruct_ph"), visible=False)
+                x_instruct_examples = gr.Dataset(components=[gr.Textbox(visible=False)], label=t("instruct_examples"),
+                                                 samples=[[e] for e in (info.instruct_examples if info else ())],
+                                                 visible=False)
+                x_note = gr.Markdown(t("instruct_unavailable"), visible=False)
+                x_text = gr.Textbox(label=t("text"), placeholder=t("cross_text_ph"), lines=3)
+                with gr.Row():
+                    tag_buttons = [gr.Button(tag, size="sm", min_width=40) for tag in TAGS]
+                x_speed, x_seed, x_stream, x_go, x_stop, x_audio, x_file, x_info = _controls(t, can_stream)
+
+            with gr.Tab(t("tab_sft"), id="sft"):
+                s_note = gr.Markdown(t("no_speakers_note"), visible=not (info and info.speakers))
+                s_speaker = gr.Dropdown(list(info.speakers) if info else [], label=t("speaker"),
+                                        value=(info.speakers[0] if info and info.speakers else None))
+                s_text = gr.Textbox(label=t("text"), placeholder=t("text_ph"), lines=3)
+                s_speed, s_seed, s_stream, s_go, s_stop, s_audio, s_file, s_info = _controls(t, can_stream)
+                gr.Examples(SFT_EXAMPLES, inputs=[s_text, s_speaker], label=t("examples"),
+                            example_labels=[_example_label(text, speaker) for text, speaker in SFT_EXAMPLES])
+
+            with gr.Tab(t("tab_vc"), id="vc"):
+                v_source = gr.Audio(sources=["upload", "microphone"], type="filepath", label=t("source_audio"))
+                v_target = gr.Audio(sources=["upload", "microphone"], type="filepath", label=t("target_audio"))
+                v_speed, v_seed, v_stream, v_go, v_stop, v_audio, v_file, v_info = _controls(t, can_stream)
+
+            with gr.Tab(t("tab_history"), id="history"):
+                clear = gr.Button(t("clear_history"), size="sm")
+
+                @gr.render(inputs=history)
+                def show_history(entries):
+                    if not entries:
+                        gr.Markdown(t("history_empty"))
+                        return
+                    for entry in entries:
+                        with gr.Row(variant="panel"):
+                            gr.Markdown(f"**{entry.get('time', '')}** · {entry.get('mode', '')} · "
+                                        f"{entry.get('voice') or '-'} · seed {entry.get('seed')}\n\n"
+                                        f"{entry.get('text', '')}")
+                            gr.Audio(entry.get("file"), interactive=False, show_label=False)
+                            rerun = gr.Button(t("rerun"), size="sm", scale=0)
+                            rerun.click(rerun_entry(entry), inputs=[normalize, fmt, fast, browser_lang, history],
+                                        outputs=history)
+
+                clear.click(lambda: [], outputs=history, queue=False, api_visibility="private")
+
+        # --- events ---------------------------------------------------------------------------------
+
+        def options(normalize_v, fmt_v, fast_v) -> OutputOptions:
+            return OutputOptions(bool(normalize_v), fmt_v or "wav", bool(fast_v))
+
+        def tab(make_meta, fields: list[str]):
+            """The handler and validator of a tab whose first inputs are `fields` (passed to `make_meta`)."""
+            n = len(fields)
+            names = fields + ["speed", "seed", "stream", "normalize", "fmt", "fast", "lang", "history"]
+
+            def run(*values):
+                *values, request, progress = values
+                meta = make_meta(*values[:n])
+                speed, seed, stream, normalize_v, fmt_v, fast_v, lang, hist = values[n:]
+                req = request_from_meta(meta, speed, seed, stream)
+                yield from handlers.run(req, options(normalize_v, fmt_v, fast_v), hist, request, progress, meta,
+                                        strings.language_of(lang))
+
+            def validate(*values):
+                verdicts = [gr.validate(True, "") for _ in names]
+                try:
+                    meta = make_meta(*values[:n])
+                    handlers.check(request_from_meta(meta, values[n], values[n + 1], values[n + 2]))
+                except InvalidRequest as exc:
+                    target = field_of(exc)
+                    index = names.index(target) if target in names else 0
+                    lang = strings.language_of(values[names.index("lang")])
+                    verdicts[index] = gr.validate(False, strings.message(exc, lang))
+                return verdicts
+
+            # Gradio injects gr.Request / gr.Progress by the signature it sees, so spell the inputs out.
+            widgets = [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD) for name in names]
+            req_param = inspect.Parameter("request", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=gr.Request)
+            prog_param = inspect.Parameter("progress", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=gr.Progress())
+            run.__signature__ = inspect.Signature(widgets + [req_param, prog_param])
+            run.__annotations__ = {"request": gr.Request}  # Gradio reads type hints from here
+            validate.__signature__ = inspect.Signature(widgets)
+            return run, validate
+
+        def rerun_entry(entry: dict):
+            def rerun(normalize_v, fmt_v, fast_v, lang, hist, request: gr.Request, progress=gr.Progress()):
+                meta = entry.get("request") or {}
+                req = request_from_meta(meta, entry.get("speed"), entry.get("seed"))
+                result = None
+                for result in handlers.run(req, options(normalize_v, fmt_v, fast_v), hist, request, progress, meta,
+                                           strings.language_of(lang)):
+                    pass
+                return result[3] if result else hist
+
+            return rerun
+
+        def wire(button, stop_button, make_meta, fields, inputs, outputs):
+            run, validate = tab(make_meta, fields)
+            event = button.click(run, inputs=inputs + option_inputs, outputs=outputs + [history], validator=validate,
+                                 concurrency_limit=settings.concurrency, concurrency_id="synthesis")
+            stop_button.click(handlers.stop, cancels=[event], queue=False, api_visibility="private")
+            return event
+
+        wire(c_go, c_stop, clone_meta, ["prompt", "prompt_text", "text"],
+             [c_prompt, c_transcript, c_text, c_speed, c_seed, c_stream], [c_audio, c_file, c_info])
+        wire(x_go, x_stop, cross_meta, ["submode", "prompt", "speaker", "instruct_text", "text"],
+             [x_sub, x_prompt, x_speaker, x_instruct, x_text, x_speed, x_seed, x_stream], [x_audio, x_file, x_info])
+        wire(s_go, s_stop, sft_meta, ["speaker", "text"], [s_speaker, s_text, s_speed, s_seed, s_stream],
+             [s_audio, s_file, s_info])
+        wire(v_go, v_stop, vc_meta, ["source", "prompt"], [v_source, v_target, v_speed, v_seed, v_stream],
+             [v_audio, v_file, v_info])
+
+        for button in tag_buttons:
+            button.click(lambda text, tag=button.value: (text or "") + tag, inputs=x_text, outputs=x_text,
+                         queue=False, api_visibility="private")
+        x_instruct_examples.click(lambda sample: sample[0], inputs=x_instruct_examples, outputs=x_instruct,
+                                  queue=False, api_visibility="private")
+
+        def adapt(sub: str | None = None):
+            """Show what the current model can do (called on page load, submode change and model change)."""
+            current = manager.info()
+            can_instruct = bool(current and Mode.INSTRUCT in current.modes)
+            speakers = list(current.speakers) if current else []
+            instruct = sub == "instruct"
+            return (
+                gr.update(visible=not instruct),  # prompt audio
+                gr.update(visible=instruct and can_instruct, choices=speakers,
+                          value=speakers[0] if speakers else None),
+                gr.update(visible=instruct and can_instruct),
+                gr.update(visible=instruct and can_instruct,
+                          samples=[[e] for e in (current.instruct_examples if current else ())]),
+                gr.update(visible=instruct and not can_instruct),
+                gr.update(choices=speakers, value=speakers[0] if speakers else None),
+                gr.update(visible=not speakers),
+            )
+
+        adapt_outputs = [x_prompt, x_speaker, x_instruct, x_instruct_examples, x_note, s_speaker, s_note]
+        x_sub.change(adapt, inputs=x_sub, outputs=adapt_outputs, queue=False, api_visibility="private")
+        panel.changed.then(adapt, inputs=x_sub, outputs=adapt_outputs, queue=False, api_visibility="private")
+        demo.load(adapt, inputs=x_sub, outputs=adapt_outputs, queue=False, api_visibility="private")
+        demo.load(None, js="() => navigator.language || 'en'", outputs=browser_lang, api_visibility="private")
+
+    demo.queue(max_size=settings.queue_size, default_concurrency_limit=settings.concurrency)
+    return demo
+
+
+def describe_info(info: "EngineInfo | None") -> str:
+    if info is None:
+        return "-"
+    modes = ", ".join(m.value for m in info.modes)
+    return f"**{info.name}** ({info.family}, {info.sample_rate} Hz) · modes: {modes}"

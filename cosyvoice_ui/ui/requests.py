@@ -1,0 +1,70 @@
+"""Tab widget values ↔ `SynthesisRequest` (pure functions, no Gradio), shared by handlers, validators
+and history re-runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .. import audio as audio_utils
+from ..errors import InvalidRequest
+from ..types import Audio, Mode, SynthesisRequest
+
+# Which tab field an InvalidRequest code points at (for per-widget validation messages).
+FIELD_OF_CODE = {
+    "transcript_missing": "prompt_text",
+    "text_empty": "text", "text_too_long": "text", "text_unspeakable": "text",
+    "instruct_missing": "instruct_text",
+    "speaker_unknown": "speaker", "no_speakers": "speaker", "voice_unknown": "speaker",
+    "speed_out_of_range": "speed",
+}
+AUDIO_CODES = ("prompt_missing", "prompt_too_short", "prompt_too_long", "prompt_low_rate", "prompt_silent",
+               "audio_unreadable", "audio_too_short")
+
+
+def prompt_from_file(path: str | None, what: str = "prompt audio") -> Audio | None:
+    """A gr.Audio(type="filepath") value → `Audio` (None when empty)."""
+    if not path:
+        return None
+    return audio_utils.read_audio(Path(path), what)
+
+
+def field_of(error: InvalidRequest) -> str:
+    """The widget an error is about: prompt, source, prompt_text, text, instruct_text, speaker, speed or mode."""
+    if error.code in AUDIO_CODES:
+        return "source" if error.params.get("what") == "source audio" else "prompt"
+    return FIELD_OF_CODE.get(error.code, "mode")
+
+
+def request_from_meta(meta: dict, speed: float = 1.0, seed: int | None = 0, stream: bool = False) -> SynthesisRequest:
+    """Build the request a tab (or a history entry) describes; audio fields are file paths."""
+    mode = Mode.parse(meta.get("mode", "sft"))
+    return SynthesisRequest(
+        mode=mode,
+        text=meta.get("text") or "",
+        prompt_audio=prompt_from_file(meta.get("prompt")),
+        prompt_text=meta.get("prompt_text") or "",
+        instruct_text=meta.get("instruct_text") or "",
+        speaker=meta.get("speaker") or None,
+        source_audio=prompt_from_file(meta.get("source"), "source audio"),
+        speed=float(speed if speed is not None else 1.0),
+        seed=int(seed) if seed is not None else 0,
+        stream=bool(stream),
+    )
+
+
+def clone_meta(prompt, transcript, text) -> dict:
+    return {"mode": "zero_shot", "prompt": prompt, "prompt_text": transcript, "text": text, "voice": "sample"}
+
+
+def cross_meta(sub, prompt, speaker, instruct, text) -> dict:
+    if sub == "instruct":
+        return {"mode": "instruct", "speaker": speaker, "instruct_text": instruct, "text": text, "voice": speaker}
+    return {"mode": "cross_lingual", "prompt": prompt, "text": text, "voice": "sample"}
+
+
+def sft_meta(speaker, text) -> dict:
+    return {"mode": "sft", "speaker": speaker, "text": text, "voice": speaker}
+
+
+def vc_meta(source, target) -> dict:
+    return {"mode": "vc", "source": source, "prompt": target, "voice": "sample"}

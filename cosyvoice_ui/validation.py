@@ -1,0 +1,75 @@
+"""Request checks every backend shares (text, speed, mode, speaker, prompt audio).
+
+They need only an `EngineInfo`, not a loaded model, so the UI can stop a bad request before the
+model is even loaded. Backends add their own checks on top (e.g. saved voices).
+"""
+
+from __future__ import annotations
+
+from . import audio as audio_utils
+from .errors import InvalidRequest
+from .types import EngineInfo, Mode, SynthesisRequest
+
+MIN_SPEED, MAX_SPEED = 0.5, 2.0
+DEFAULT_MAX_TEXT_CHARS = 5000
+END_OF_PROMPT = "<|endofprompt|>"
+
+
+def check_text(text: str, max_chars: int = DEFAULT_MAX_TEXT_CHARS) -> None:
+    stripped = (text or "").strip()
+    if not stripped:
+        raise InvalidRequest("text_empty", "the text to speak is empty; type what the voice should say")
+    if len(stripped) > max_chars:
+        raise InvalidRequest("text_too_long", f"the text has {len(stripped)} characters; the limit is {max_chars} "
+                             "(split it, or raise --max-text-chars)", chars=len(stripped), limit=max_chars)
+
+
+def check_speed(speed: float) -> None:
+    if not (MIN_SPEED <= speed <= MAX_SPEED):
+        raise InvalidRequest("speed_out_of_range", f"speed {speed} is outside {MIN_SPEED}-{MAX_SPEED}",
+                             speed=speed, min=MIN_SPEED, max=MAX_SPEED)
+
+
+def check_mode(mode: Mode, info: EngineInfo, needs: str) -> None:
+    if mode not in info.modes:
+        raise InvalidRequest("mode_unsupported", f"{info.name} cannot do {mode.value.replace('_', '-')} synthesis; "
+                             f"load {needs} for it", mode=mode.value, model=info.name, needs=needs)
+
+
+def check_speaker(speaker: str | None, info: EngineInfo, needs: str) -> None:
+    if not info.speakers:
+        raise InvalidRequest("no_speakers", f"{info.name} has no preset speakers; load {needs}",
+                             model=info.name, needs=needs)
+    if speaker not in info.speakers:
+        options = ", ".join(info.speakers)
+        raise InvalidRequest("speaker_unknown", f"unknown speaker {speaker!r}; choose one of: {options}",
+                             speaker=speaker or "", options=options)
+
+
+def check_request(request: SynthesisRequest, info: EngineInfo | None, max_text_chars: int = DEFAULT_MAX_TEXT_CHARS,
+                  saved_voices: tuple[str, ...] = (), needs: str = "another model",
+                  instruct_example: str = "A female speaker with a calm, slow voice.") -> None:
+    """Raise `InvalidRequest` for the first problem found; `info` None skips model-specific checks."""
+    mode = request.mode
+    if info is not None:
+        check_mode(mode, info, needs)
+    check_speed(request.speed)
+    if mode is not Mode.VC:
+        check_text(request.text, max_text_chars)
+    if mode in (Mode.SFT, Mode.INSTRUCT) and info is not None and request.speaker not in saved_voices:
+        check_speaker(request.speaker, info, needs)
+    if mode is Mode.INSTRUCT and not request.instruct_text.replace(END_OF_PROMPT, "").strip():
+        raise InvalidRequest("instruct_missing", f"describe the speaking style in the instruct text, e.g. "
+                             f"\"{instruct_example}\"")
+    if mode in (Mode.ZERO_SHOT, Mode.CROSS_LINGUAL, Mode.VC):
+        if request.speaker and request.prompt_audio is None:
+            if request.speaker not in saved_voices:
+                raise InvalidRequest("voice_unknown", f"there is no saved voice {request.speaker!r}; saved voices: "
+                                     f"{', '.join(saved_voices) or 'none'}", voice=request.speaker)
+        else:
+            audio_utils.check_prompt(request.prompt_audio)
+            if mode is Mode.ZERO_SHOT and not request.prompt_text.strip():
+                raise InvalidRequest("transcript_missing", "type the transcript of the prompt audio (exactly what "
+                                     "is said in it), or use cross-lingual mode, which needs none")
+    if mode is Mode.VC:
+        audio_utils.check_prompt(request.source_audio, what="source audio", min_seconds=0.5, max_seconds=300.0)
