@@ -48,7 +48,7 @@ def _controls(t, can_stream: bool = True):
         generate = gr.Button(t("generate"), variant="primary")
         stop = gr.Button(t("stop"), variant="stop")
     audio = gr.Audio(label=t("output"), streaming=True, autoplay=True, interactive=False, elem_classes=["result"])
-    file = gr.File(label=t("download_file"), interactive=False)
+    file = gr.File(label=t("download_file"), interactive=False, elem_classes=["result-file"])
     info = gr.Markdown()
     dice.click(lambda: random.randint(1, 100_000_000), outputs=seed, queue=False, api_visibility="private")
     return speed, seed, stream, generate, stop, audio, file, info

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Start CosyVoice Studio (web UI + REST API on http://127.0.0.1:7860).
+#
+#   bash run.sh [app.py flags]        e.g.  bash run.sh --share --auth me:secret
+#
+# First run: creates .venv, installs requirements (torch as the CPU build unless a GPU is found), and, when the
+# model hub is reachable, downloads CosyVoice-300M-SFT into pretrained_models/. Later runs start in seconds.
+# Environment:
+#   TORCH_VARIANT=auto|cpu|cuda   which torch build to install (auto: cuda when `nvidia-smi -L` works)
+#   COSYVOICE_AUTO_DOWNLOAD=0     never download a model (the offline default voice is used until you add one)
+#   PYTHON=python3.11             interpreter used to create .venv
+set -euo pipefail
+cd "$(dirname "$0")"
+
+bash scripts/install.sh
+PY=.venv/bin/python
+
+if [ "${COSYVOICE_AUTO_DOWNLOAD:-1}" != 0 ] && ! ls pretrained_models/*/cosyvoice*.yaml >/dev/null 2>&1; then
+  if "$PY" -c "import sys; from cosyvoice_ui.hub import hub_reachable; sys.exit(0 if hub_reachable(3) else 1)"; then
+    echo "No model yet: downloading CosyVoice-300M-SFT (1.7 GB; Ctrl-C to skip, COSYVOICE_AUTO_DOWNLOAD=0 to never ask)"
+    "$PY" -m cosyvoice_ui download CosyVoice-300M-SFT || echo "download failed; continuing with the offline default voice"
+  else
+    echo "No model yet and the model hub is unreachable: starting with the offline default voice."
+  fi
+fi
+
+exec "$PY" app.py "$@"

@@ -1,0 +1,143 @@
+"""The real app on loopback with a tiny model, driven in headless Debian Chromium (Playwright):
+clone a voice end to end, switch language, see a validation error, and screenshot every tab.
+
+Screenshots go to a temporary folder; with SAVE_SCREENSHOTS=1 they replace docs/images/ (README).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from cosyvoice_ui.testing.signals import voice_clip
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+CHROMIUM = "/usr/bin/chromium"
+FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+         "--disable-sync", "--no-first-run", "--disable-quic"]
+REPO = Path(__file__).resolve().parents[2]
+TABS = [("clone", "3-second clone"), ("cross", "Cross-lingual / instruct"), ("sft", "Preset speakers"),
+        ("vc", "Voice conversion"), ("history", "History")]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def app_url(tiny_sft: Path, tmp_path_factory):
+    if not Path(CHROMIUM).exists():
+        pytest.skip("Debian chromium is not installed (test.sh installs it with apt)")
+    pytest.importorskip("playwright.sync_api", reason="playwright is not installed (requirements-dev.txt)")
+    port = _free_port()
+    work = tmp_path_factory.mktemp("app")
+    log = open(work / "app.log", "w")
+    proc = subprocess.Popen([sys.executable, str(REPO / "app.py"), "--model-dir", str(tiny_sft), "--port", str(port),
+                             "--idle-unload", "0", "--output-dir", str(work / "outputs"),
+                             "--models-dir", str(work / "models")],
+                            cwd=work, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}/"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(url, timeout=2)
+            break
+        except OSError:
+            if proc.poll() is not None:
+                pytest.fail("the app exited: " + (work / "app.log").read_text()[-2000:])
+            time.sleep(0.5)
+    else:
+        proc.kill()
+        pytest.fail("the app did not start within 120 s")
+    yield url
+    proc.terminate()
+    proc.wait(10)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        instance = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS, headless=True)
+        yield instance
+        instance.close()
+
+
+@pytest.fixture(scope="module")
+def prompt_wav(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("prompt") / "prompt.wav"
+    clip = voice_clip(3.5, 16000)
+    sf.write(path, clip.samples, clip.sample_rate)
+    return path
+
+
+def _shots_dir(tmp_path: Path) -> Path:
+    if os.environ.get("SAVE_SCREENSHOTS") == "1":
+        folder = REPO / "docs" / "images"
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder
+    return tmp_path
+
+
+def test_clone_end_to_end_and_screenshots(app_url: str, browser, prompt_wav: Path, tmp_path: Path) -> None:
+    context = browser.new_context(locale="en-US", viewport={"width": 1280, "height": 1000})
+    page = context.new_page()
+    page.goto(app_url, wait_until="networkidle")
+    shots = _shots_dir(tmp_path)
+    for key, name in TABS:
+        page.get_by_role("tab", name=name).click()
+        page.wait_for_timeout(400)
+        page.screenshot(path=str(shots / f"tab_{key}.png"), full_page=True)
+    page.get_by_role("tab", name=TABS[0][1]).click()
+
+    page.locator("input[type=file]").first.set_input_files(str(prompt_wav))
+    page.get_by_label("Transcript of the voice sample").fill("希望你以后能够做的比我还好呦。")
+    page.get_by_label("Text to speak").first.fill("Hello world, this is a browser test.")
+    page.get_by_role("button", name="Generate").first.click()
+    link = page.locator(".result-file a[download]").first
+    link.wait_for(timeout=120_000)
+    href = link.get_attribute("href")
+    data = page.request.get(href if href.startswith("http") else app_url.rstrip("/") + href).body()
+    audio_path = tmp_path / "result.wav"
+    audio_path.write_bytes(data)
+    wave, rate = sf.read(audio_path)
+    seconds = len(wave) / rate
+    assert rate == 22050 and np.isfinite(wave).all()
+    # 9 text tokens → 2x..20x speech tokens at 50 Hz: 0.36 s .. 3.6 s of audio.
+    assert 0.3 < seconds < 4.0, f"unexpected duration {seconds:.2f} s"
+    page.screenshot(path=str(shots / "result_clone.png"), full_page=True)
+    context.close()
+
+
+def test_chinese_labels_and_validation_error(app_url: str, browser) -> None:
+    context = browser.new_context(locale="zh-CN", viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    page.goto(app_url, wait_until="networkidle")
+    assert page.get_by_role("tab", name="3秒极速复刻").count() == 1
+    page.get_by_role("button", name="生成音频").first.click()
+    message = page.get_by_text("合成文本为空")
+    message.first.wait_for(timeout=30_000)
+    assert message.count() >= 1
+    context.close()
+
+
+def test_english_validation_error_names_the_problem(app_url: str, browser) -> None:
+    context = browser.new_context(locale="en-US")
+    page = context.new_page()
+    page.goto(app_url, wait_until="networkidle")
+    page.get_by_label("Text to speak").first.fill("Some text")
+    page.get_by_role("button", name="Generate").first.click()
+    page.get_by_text("no prompt audio was given", exact=False).first.wait_for(timeout=30_000)
+    context.close()
