@@ -89,19 +89,14 @@ class CosyVoiceEngine(Engine):
         with torch.inference_mode():
             jobs = self._segment_jobs(request)
             total = len(jobs)
-            previous: AudioChunk | None = None
             for index, (segment_text, model_input, source_tokens) in enumerate(jobs):
                 raise_if_cancelled(cancel)
-                for wave in self._render_segment(request, model_input, source_tokens, generator, progress, cancel,
-                                                 index, total):
+                for wave, last_of_segment in self._render_segment(request, model_input, source_tokens, generator,
+                                                                  progress, cancel, index, total):
                     samples = wave.squeeze(0).float().cpu().numpy()
                     produced += len(samples)
-                    if previous is not None:
-                        yield previous
-                    previous = AudioChunk(samples, self._info.sample_rate, index, total, False, segment_text)
-            if previous is not None:
-                yield AudioChunk(previous.samples, previous.sample_rate, previous.segment, total, True,
-                                 previous.text)
+                    final = last_of_segment and index == total - 1
+                    yield AudioChunk(samples, self._info.sample_rate, index, total, final, segment_text)
         seconds = produced / self._info.sample_rate
         elapsed = time.perf_counter() - started
         report(progress, "done", 1.0, f"{seconds:.1f} s of audio")
@@ -129,6 +124,32 @@ class CosyVoiceEngine(Engine):
     def remove_voice(self, voice_id: str) -> None:
         self.saved_voices.pop(voice_id, None)
         self._info = _with_voices(self._info, tuple(self.saved_voices))
+
+    def register_voice(self, voice_id: str, audio: Audio, transcript: str, cache_dir: Path) -> None:
+        """Load the voice's features from `cache_dir` (computing and storing them the first time)."""
+        from dataclasses import fields
+
+        from .voices import file_fingerprint, load_features, save_features
+
+        if getattr(self, "_frontend_fingerprint", None) is None:
+            # The features depend only on these two networks (and the family's mel settings, in the file name).
+            self._frontend_fingerprint = file_fingerprint(
+                self.folder.path / "campplus.onnx", self.folder.path / self.folder.family.speech_tokenizer_file)
+        path = Path(cache_dir) / f"features-{self.folder.family.name}.safetensors"
+        stored = load_features(path, self._frontend_fingerprint)
+        names = [f.name for f in fields(PromptFeatures)]
+        if stored is not None and set(stored) == set(names):
+            features = PromptFeatures(**stored)
+        else:
+            features = self.encode_voice(audio)
+            try:
+                save_features(path, {n: getattr(features, n) for n in names}, self._frontend_fingerprint)
+            except OSError as exc:  # a read-only voices folder still works, it just recomputes next time
+                log.warning("cannot store the features of voice %s in %s (%s)", voice_id, path, exc)
+        self.add_voice(voice_id, features, transcript)
+
+    def unregister_voice(self, voice_id: str) -> None:
+        self.remove_voice(voice_id)
 
     # --- internals --------------------------------------------------------------------------------
 
@@ -205,20 +226,20 @@ class CosyVoiceEngine(Engine):
         else:
             tokens_iter = self._llm_tokens(model_input, generator, cancel, stage)
         if request.stream and request.speed == 1.0:
-            for speech in stream_tokens(tokens_iter, render, self.config_streaming):
+            for speech, last in stream_tokens(tokens_iter, render, self.config_streaming):
                 raise_if_cancelled(cancel)
                 stage("vocoder", 0.9, "audio chunk ready")
-                if speech.shape[-1]:
-                    yield speech
+                yield speech, last
             return
         tokens = list(tokens_iter)
         raise_if_cancelled(cancel)
         if not tokens:
+            yield torch.zeros(1, 0), True
             return
         stage("flow", 0.7, f"{len(tokens)} speech tokens → mel")
         speech = render(torch.tensor([tokens], dtype=torch.long), True, request.speed)
         stage("vocoder", 1.0, "done")
-        yield speech
+        yield speech, True
 
     def _llm_tokens(self, model_input: ModelInput, generator: torch.Generator, cancel: threading.Event | None,
                     stage) -> Iterator[int]:

@@ -266,7 +266,7 @@ class ParityRun:
             spec = V1.streaming
             render = TokenToWave(flow, hift, spec, prompt, None, draws=Recipes(), trace=trace)
             with torch.inference_mode():
-                chunks = list(stream_tokens(g("S1.token")[0].tolist(), render, spec))
+                chunks = [speech for speech, _ in stream_tokens(g("S1.token")[0].tolist(), render, spec)]
             expected = meta["chunk_samples"]
             self.add_exact("streaming chunk schedule", sum(a != b for a, b in zip([c.shape[1] for c in chunks],
                                                                                  expected)) +

@@ -129,10 +129,11 @@ class TokenToWave:
 
 
 def stream_tokens(tokens: Iterable[int], render: Callable[[torch.Tensor, bool], torch.Tensor],
-                  spec: StreamingSpec) -> Iterator[torch.Tensor]:
+                  spec: StreamingSpec) -> Iterator[tuple[torch.Tensor, bool]]:
     """Drive `render(tokens, finalize)` over a growing token stream with the v1 hop schedule.
 
-    Yields speech chunks [1, S] as soon as hop + overlap tokens are available, then the rest.
+    Yields (speech [1, S], is_last) as soon as hop + overlap tokens are available, then the rest
+    (is_last True), so callers can mark the last chunk without waiting for another one.
     """
     pending: list[int] = []
     hop = spec.token_min_hop_len
@@ -140,7 +141,10 @@ def stream_tokens(tokens: Iterable[int], render: Callable[[torch.Tensor, bool], 
         pending.append(int(token))
         if len(pending) >= hop + spec.token_overlap_len:
             chunk = torch.tensor([pending[: hop + spec.token_overlap_len]], dtype=torch.long)
-            yield render(chunk, False)
+            yield render(chunk, False), False
             del pending[:hop]
             hop = min(spec.token_max_hop_len, int(hop * spec.stream_scale_factor))
-    yield render(torch.tensor([pending], dtype=torch.long), True)
+    if not pending:  # no token at all: nothing to render
+        yield torch.zeros(1, 0), True
+        return
+    yield render(torch.tensor([pending], dtype=torch.long), True), True
