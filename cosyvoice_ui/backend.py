@@ -8,9 +8,10 @@ from __future__ import annotations
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
+from pathlib import Path
 
-from .errors import Cancelled
-from .types import AudioChunk, EngineInfo, ProgressCallback, ProgressEvent, SynthesisRequest
+from .errors import Cancelled, InvalidRequest
+from .types import Audio, AudioChunk, EngineInfo, ProgressCallback, ProgressEvent, SynthesisRequest
 
 
 class Engine(ABC):
@@ -44,6 +45,20 @@ class Engine(ABC):
 
     def close(self) -> None:
         """Release model memory. The engine must not be used afterwards."""
+
+    def register_voice(self, voice_id: str, audio: Audio, transcript: str, cache_dir: Path) -> None:
+        """Make a saved voice usable as `speaker` in zero_shot, cross_lingual and vc requests.
+
+        `audio` is the stored (checked, trimmed) prompt and `cache_dir` the voice's folder, where a backend
+        keeps the features it computed so the next load reads them instead. Registered ids are listed in
+        `info.extras["saved_voices"]`. Backends that cannot use saved voices keep this default, which raises
+        `InvalidRequest("voices_unsupported")`.
+        """
+        raise InvalidRequest("voices_unsupported", f"{self.info.name} cannot use saved voices; load a CosyVoice "
+                             "model (e.g. CosyVoice-300M) to use them", model=self.info.name)
+
+    def unregister_voice(self, voice_id: str) -> None:
+        """Forget a saved voice; unknown ids (and backends without saved voices) are ignored."""
 
 
 def report(progress: ProgressCallback | None, stage: str, fraction: float, message: str = "") -> None:

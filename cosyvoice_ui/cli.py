@@ -1,4 +1,4 @@
-"""`python -m cosyvoice_ui ...`: synth, download, list-models, parity, serve.
+"""`python -m cosyvoice_ui ...`: synth, voices, download, list-models, parity, serve.
 
 The CLI is a thin shell over the engine: it parses flags into a `SynthesisRequest`, prints errors as
 one line with the fix, and exits non-zero on failure.
@@ -39,13 +39,19 @@ class _TerminalProgress:
 def _add_synth(sub) -> None:
     p = sub.add_parser("synth", help="synthesise speech to an audio file")
     p.add_argument("--model-dir", type=Path, help="model folder (default: first one in pretrained_models/)")
-    p.add_argument("--mode", default="zero_shot", choices=[m.value for m in Mode])
+    p.add_argument("--mode", default=None, choices=[m.value for m in Mode],
+                   help="default: vc with --source-wav; zero_shot with a voice and its transcript, cross_lingual "
+                        "without one; instruct with --instruct; else sft")
     p.add_argument("--text", default="", help="what to say")
     p.add_argument("--text-file", type=Path, help="one utterance per line → numbered files (or --join)")
     p.add_argument("--prompt-wav", type=Path, help="voice sample (zero_shot, cross_lingual, vc target voice)")
     p.add_argument("--prompt-text", default="", help="transcript of --prompt-wav (zero_shot)")
     p.add_argument("--source-wav", type=Path, help="speech to convert (vc)")
-    p.add_argument("--speaker", help="preset speaker (sft/instruct) or saved voice id")
+    p.add_argument("--speaker", help="preset speaker (sft/instruct)")
+    p.add_argument("--voice", help="saved voice id (see `voices list`), instead of --prompt-wav")
+    p.add_argument("--voices-dir", type=Path, default=Path("voices"))
+    p.add_argument("--engine-url", help="synthesise on a running instance (http://host:7860) instead of locally")
+    p.add_argument("--api-key", default=None, help="API key of --engine-url (or COSYVOICE_API_KEYS)")
     p.add_argument("--instruct", default="", help="style description (instruct)")
     p.add_argument("--speed", type=float, default=1.0)
     p.add_argument("--seed", type=int, default=None)
@@ -59,11 +65,28 @@ def _add_synth(sub) -> None:
     p.add_argument("--out", type=Path, required=True, help="output file (or folder with --text-file)")
 
 
+def _add_voices(sub) -> None:
+    p = sub.add_parser("voices", help="save, list and remove cloned voices")
+    vs = p.add_subparsers(dest="voices_command", required=True)
+    add = vs.add_parser("add", help="save a voice from a recording (its features are computed once)")
+    add.add_argument("name")
+    add.add_argument("--prompt-wav", type=Path, required=True, help="3-30 s of clear speech")
+    add.add_argument("--prompt-text", default="", help="transcript of the recording (needed for zero_shot)")
+    add.add_argument("--model-dir", type=Path, help="model that computes the features (default: the first one)")
+    add.add_argument("--device", default="auto")
+    ls = vs.add_parser("list", help="show saved voices")
+    rm = vs.add_parser("rm", help="delete a saved voice")
+    rm.add_argument("id")
+    for q in (add, ls, rm):
+        q.add_argument("--voices-dir", type=Path, default=Path("voices"))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m cosyvoice_ui", description="CosyVoice voice-cloning TTS")
     parser.add_argument("-v", "--verbose", action="store_true")
     sub = parser.add_subparsers(dest="command", required=True)
     _add_synth(sub)
+    _add_voices(sub)
     d = sub.add_parser("download", help="download a catalogue model into pretrained_models/NAME")
     d.add_argument("name")
     d.add_argument("--models-dir", type=Path, default=Path("pretrained_models"))
@@ -77,18 +100,42 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _load(args, progress):
+    if getattr(args, "engine_url", None):
+        from .remote import RemoteEngine
+        from .settings import env_api_keys
+
+        key = args.api_key or next(iter(env_api_keys()), None)
+        return RemoteEngine(args.engine_url, api_key=key, progress=progress)
     from .manager import open_engine
 
-    return open_engine(args.model_dir, Path("pretrained_models"), device=args.device, precision=args.precision,
-                       progress=progress)
+    return open_engine(args.model_dir, Path("pretrained_models"), device=args.device,
+                       precision=getattr(args, "precision", "stock"), progress=progress)
+
+
+def _use_voice(engine, args) -> None:
+    """`--voice ID`: register the saved voice with the engine and speak with it."""
+    from .voices import VoiceLibrary
+
+    library = VoiceLibrary(args.voices_dir)
+    voice = library.require(args.voice)
+    engine.register_voice(voice.id, library.audio(voice.id), voice.transcript, library.path(voice.id))
+    args.speaker = voice.id
+    args.voice_transcript = voice.transcript
 
 
 def _request(args, text: str):
     from .audio import read_audio
     from .types import SynthesisRequest
+    from .validation import infer_mode
 
+    if args.mode:
+        mode = Mode.parse(args.mode)
+    else:
+        mode = infer_mode(source=bool(args.source_wav), voice=bool(args.prompt_wav or args.voice),
+                          transcript=bool(args.prompt_text.strip() or getattr(args, "voice_transcript", "")),
+                          instruct=bool(args.instruct.strip()))
     return SynthesisRequest(
-        mode=Mode.parse(args.mode), text=text,
+        mode=mode, text=text,
         prompt_audio=read_audio(args.prompt_wav) if args.prompt_wav else None,
         prompt_text=args.prompt_text, instruct_text=args.instruct, speaker=args.speaker,
         source_audio=read_audio(args.source_wav, "source audio") if args.source_wav else None,
@@ -111,6 +158,8 @@ def cmd_synth(args) -> int:
 
     progress = _TerminalProgress()
     engine = _load(args, progress)
+    if args.voice:
+        _use_voice(engine, args)
     if args.text_file:
         from .batch import synth_text_file
 
@@ -126,6 +175,47 @@ def cmd_synth(args) -> int:
     samples = np.concatenate(pieces) if pieces else np.zeros(0, np.float32)
     _write(args.out, samples, engine.info.sample_rate, args.format, args.loudness)
     print(f"wrote {args.out} ({len(samples) / engine.info.sample_rate:.2f} s at {engine.info.sample_rate} Hz)")
+    return 0
+
+
+def cmd_voices(args) -> int:
+    from .voices import VoiceLibrary
+
+    library = VoiceLibrary(args.voices_dir)
+    if args.voices_command == "list":
+        voices = library.list()
+        for v in voices:
+            cached = ", ".join(sorted(p.stem.removeprefix("features-") for p in library.path(v.id).glob("features-*")))
+            text = v.transcript if len(v.transcript) <= 40 else v.transcript[:37] + "..."
+            print(f"{v.id:24} {v.duration_s:5.1f} s  features: {cached or '-':6}  {v.name!r}  \"{text}\"")
+        if not voices:
+            print(f"no saved voices in {args.voices_dir} (add one: python -m cosyvoice_ui voices add NAME "
+                  "--prompt-wav clip.wav --prompt-text '...')")
+        return 0
+    if args.voices_command == "rm":
+        if not library.remove(args.id):
+            print(f"error: there is no saved voice {args.id!r}; saved voices: {', '.join(library.ids()) or 'none'}",
+                  file=sys.stderr)
+            return 1
+        print(f"removed {args.id}")
+        return 0
+    from .audio import read_audio
+    from .errors import InvalidRequest
+
+    voice = library.add(args.name, read_audio(args.prompt_wav), args.prompt_text)
+    try:
+        engine = _load(args, _TerminalProgress())
+        engine.register_voice(voice.id, library.audio(voice.id), voice.transcript, library.path(voice.id))
+        note = f"features computed with {engine.info.name}"
+    except InvalidRequest as exc:
+        if exc.code != "voices_unsupported":
+            library.remove(voice.id)
+            raise
+        note = f"{exc.message}; features will be computed when a CosyVoice model loads"
+    except (CosyVoiceError, ImportError) as exc:  # no model here (or the offline backend is not installed)
+        note = f"no model to compute features now ({exc}); they will be computed when one loads"
+    print(f"saved voice {voice.id} ({voice.duration_s:.1f} s): {note}")
+    print(f"use it: python -m cosyvoice_ui synth --voice {voice.id} --text '...' --out out.wav")
     return 0
 
 
@@ -166,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
-    handlers = {"synth": cmd_synth, "download": cmd_download, "list-models": cmd_list_models,
+    handlers = {"synth": cmd_synth, "voices": cmd_voices, "download": cmd_download, "list-models": cmd_list_models,
                 "parity": cmd_parity, "serve": cmd_serve}
     try:
         return handlers[args.command](args)

@@ -107,9 +107,14 @@ class ModelManager:
     """
 
     def __init__(self, model_id: str, loader: Loader | None = None, idle_unload_s: float = 600.0,
-                 concurrency: int = 1, models_dir: Path | None = None) -> None:
+                 concurrency: int = 1, models_dir: Path | None = None,
+                 on_load: Callable[[Engine], None] | None = None,
+                 describe_model: Callable[[str], EngineInfo] | None = None) -> None:
+        """`on_load(engine)` runs after each load, before any job uses the engine (e.g. to register saved
+        voices); `describe_model(model_id)` replaces the default description of an unloaded model."""
         self._loader = loader or (lambda mid, progress: load_any(mid, progress))
-        self._describe = describe
+        self._describe = describe_model or describe
+        self._on_load = on_load
         self.model_id = model_id
         self.models_dir = models_dir
         self.idle_unload_s = idle_unload_s
@@ -138,6 +143,11 @@ class ModelManager:
     def state(self) -> str:
         """unloaded | loading | loaded | error"""
         return self._state
+
+    @property
+    def loaded(self) -> Engine | None:
+        """The engine if one is loaded now (never loads)."""
+        return self._engine
 
     @property
     def busy(self) -> bool:
@@ -211,6 +221,11 @@ class ModelManager:
                 self._state, self._error = "error", f"{type(exc).__name__}: {exc}"
                 log.exception("loading %s failed", self.model_id)
                 raise ConfigError(f"loading {Path(self.model_id).name} failed: {exc}") from exc
+            if self._on_load is not None:
+                try:
+                    self._on_load(engine)
+                except Exception:  # a hook must never make a loaded model unusable
+                    log.exception("the on-load hook failed for %s", self.model_id)
             self._engine = engine
             self._state = "loaded"
             self._last_used = time.monotonic()

@@ -29,24 +29,57 @@ class ShareStatus:
 
 
 def create_manager(settings: Settings) -> ModelManager:
-    from .manager import load_any
+    """The process's manager; every engine it loads gets the saved voices registered.
 
-    model_id = default_model_id(settings.model_dir, settings.models_dir)
+    With `settings.engine_url` (thin client) the model is the remote instance; the other choices
+    (e.g. the offline default) still load locally.
+    """
+    from .manager import describe, load_any
+    from .voices import VoiceLibrary, register_all
 
-    def loader(mid: str, progress):
+    library = VoiceLibrary(settings.voices_dir)
+
+    def load_local(mid: str, progress):
         return load_any(mid, progress, device=settings.device, precision=settings.precision,
                         max_text_chars=settings.max_text_chars, voices_dir=settings.voices_dir)
 
-    return ModelManager(model_id, loader=loader, idle_unload_s=settings.idle_unload_s,
-                        concurrency=settings.concurrency, models_dir=settings.models_dir)
+    def on_load(engine) -> None:
+        register_all(engine, library)
+
+    if not settings.engine_url:
+        model_id = default_model_id(settings.model_dir, settings.models_dir)
+        return ModelManager(model_id, loader=load_local, idle_unload_s=settings.idle_unload_s,
+                            concurrency=settings.concurrency, models_dir=settings.models_dir, on_load=on_load)
+
+    from .remote import RemoteEngine, describe_remote
+
+    url = settings.engine_url.rstrip("/")
+    key = settings.api_keys[0] if settings.api_keys else None
+
+    def loader(mid: str, progress):
+        if mid == url:
+            return RemoteEngine(url, api_key=key, max_text_chars=settings.max_text_chars, progress=progress)
+        return load_local(mid, progress)
+
+    def describe_model(mid: str):
+        return describe_remote(url, key) if mid == url else describe(mid)
+
+    return ModelManager(url, loader=loader, idle_unload_s=settings.idle_unload_s, concurrency=settings.concurrency,
+                        models_dir=None, on_load=on_load, describe_model=describe_model)
 
 
 def public_warning(settings: Settings) -> str | None:
-    if settings.is_public and not settings.auth:
-        where = "a public share link" if settings.share else f"{settings.host}:{settings.port}"
-        return (f"WARNING: the app is reachable through {where} without a password; anyone with the address can "
-                "use it. Add --auth user:password (and --api-key for the REST API).")
-    return None
+    if not settings.is_public:
+        return None
+    where = "a public share link" if settings.share else f"{settings.host}:{settings.port}"
+    lines = []
+    if not settings.auth:
+        lines.append(f"WARNING: the app is reachable through {where} without a password; anyone with the address "
+                     "can use it. Add --auth user:password.")
+    if not settings.api_keys:
+        lines.append(f"WARNING: the REST API refuses every request on {where} until you set --api-key KEY (or "
+                     "COSYVOICE_API_KEYS).")
+    return "\n".join(lines) or None
 
 
 def create_app(settings: Settings, manager: ModelManager | None = None, share: ShareStatus | None = None):
@@ -68,7 +101,9 @@ def create_app(settings: Settings, manager: ModelManager | None = None, share: S
     if add_routes is not None:
         add_routes(app, manager, settings)
     output_dir = Path(settings.extra.get("output_dir", "outputs"))
-    demo = build_ui(manager, settings, output_dir=output_dir, share=share)
+    from .voices import VoiceLibrary
+
+    demo = build_ui(manager, settings, output_dir=output_dir, voices=VoiceLibrary(settings.voices_dir), share=share)
     auth = list(settings.auth) or None
     return gr.mount_gradio_app(app, demo, path="/", auth=auth, i18n=i18n(), allowed_paths=[str(output_dir)],
                                max_file_size=f"{int(settings.max_upload_mb)}mb", footer_links=["api", "settings"])

@@ -46,6 +46,17 @@ def check_speaker(speaker: str | None, info: EngineInfo, needs: str) -> None:
                              speaker=speaker or "", options=options)
 
 
+def infer_mode(*, source: bool = False, voice: bool = False, transcript: bool = False,
+               instruct: bool = False) -> Mode:
+    """The mode a request means when it names none (API and CLI): a source recording → vc; a voice to
+    clone → zero_shot with its transcript, cross_lingual without; else instruct with a style text, else sft."""
+    if source:
+        return Mode.VC
+    if voice:
+        return Mode.ZERO_SHOT if transcript else Mode.CROSS_LINGUAL
+    return Mode.INSTRUCT if instruct else Mode.SFT
+
+
 def check_request(request: SynthesisRequest, info: EngineInfo | None, max_text_chars: int = DEFAULT_MAX_TEXT_CHARS,
                   saved_voices: tuple[str, ...] = (), needs: str = "another model",
                   instruct_example: str = "A female speaker with a calm, slow voice.") -> None:
@@ -56,7 +67,8 @@ def check_request(request: SynthesisRequest, info: EngineInfo | None, max_text_c
     check_speed(request.speed)
     if mode is not Mode.VC:
         check_text(request.text, max_text_chars)
-    if mode in (Mode.SFT, Mode.INSTRUCT) and info is not None and request.speaker not in saved_voices:
+    if mode in (Mode.SFT, Mode.INSTRUCT) and info is not None:
+        # Preset speakers only: a backend whose saved voices work as presets lists them in info.speakers.
         check_speaker(request.speaker, info, needs)
     if mode is Mode.INSTRUCT and not request.instruct_text.replace(END_OF_PROMPT, "").strip():
         raise InvalidRequest("instruct_missing", f"describe the speaking style in the instruct text, e.g. "

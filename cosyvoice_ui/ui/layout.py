@@ -17,7 +17,8 @@ from . import strings
 from .ffmpeg import ensure_ffmpeg
 from ..errors import InvalidRequest
 from .handlers import Handlers, OutputOptions
-from .requests import clone_meta, cross_meta, field_of, request_from_meta, sft_meta, vc_meta
+from ..voices import save_voice
+from .requests import clone_meta, cross_meta, field_of, prompt_from_file, request_from_meta, sft_meta, vc_meta
 from .model_panel import build_model_panel
 
 TAGS = ("[laughter]", "[breath]", "<strong></strong>", "<laughter></laughter>", "[noise]", "[cough]")
@@ -60,6 +61,10 @@ def build_ui(manager: "ModelManager", settings: "Settings", output_dir: "Path | 
 
     t = strings.i18n()
     can_stream = ensure_ffmpeg()
+
+    def voice_choices() -> list[tuple[str, str]]:
+        saved = [(f"{v.name} ({v.id})" if v.name != v.id else v.id, v.id) for v in voices.list()] if voices else []
+        return [("—", "")] + saved
     handlers = Handlers(manager, settings, output_dir or Path("outputs"), voices=voices)
     info = manager.info()
 
@@ -94,8 +99,13 @@ def build_ui(manager: "ModelManager", settings: "Settings", output_dir: "Path | 
         with gr.Tabs():
             with gr.Tab(t("tab_clone"), id="clone"):
                 c_prompt = gr.Audio(sources=["upload", "microphone"], type="filepath", label=t("prompt_audio"))
+                c_saved = gr.Dropdown(voice_choices(), value="", label=t("saved_voice"))
                 c_transcript = gr.Textbox(label=t("prompt_text"), placeholder=t("prompt_text_ph"), lines=1)
                 c_text = gr.Textbox(label=t("text"), placeholder=t("text_ph"), lines=3)
+                with gr.Accordion(t("save_voice"), open=False, visible=voices is not None):
+                    with gr.Row():
+                        c_voice_name = gr.Textbox(label=t("voice_name"), scale=3)
+                        c_save = gr.Button(t("save_voice"), scale=1)
                 c_speed, c_seed, c_stream, c_go, c_stop, c_audio, c_file, c_info = _controls(t, can_stream)
                 gr.Examples(CLONE_EXAMPLES, inputs=[c_text, c_seed], label=t("examples"),
                             example_labels=[_example_label(text, f"seed {seed}") for text, seed in CLONE_EXAMPLES])
@@ -104,6 +114,7 @@ def build_ui(manager: "ModelManager", settings: "Settings", output_dir: "Path | 
                 x_sub = gr.Radio([(t("submode_cross"), "cross"), (t("submode_instruct"), "instruct")], value="cross",
                                  label=t("submode"))
                 x_prompt = gr.Audio(sources=["upload", "microphone"], type="filepath", label=t("prompt_audio"))
+                x_saved = gr.Dropdown(voice_choices(), value="", label=t("saved_voice"))
                 x_speaker = gr.Dropdown(list(info.speakers) if info else [], label=t("speaker"), visible=False)
                 x_instruct = gr.Textbox(label=t("instruct_text"), placeholder=t("instruct_ph"), visible=False)
                 x_instruct_examples = gr.Dataset(components=[gr.Textbox(visible=False)], label=t("instruct_examples"),
@@ -127,6 +138,7 @@ def build_ui(manager: "ModelManager", settings: "Settings", output_dir: "Path | 
             with gr.Tab(t("tab_vc"), id="vc"):
                 v_source = gr.Audio(sources=["upload", "microphone"], type="filepath", label=t("source_audio"))
                 v_target = gr.Audio(sources=["upload", "microphone"], type="filepath", label=t("target_audio"))
+                v_saved = gr.Dropdown(voice_choices(), value="", label=t("saved_voice"))
                 v_speed, v_seed, v_stream, v_go, v_stop, v_audio, v_file, v_info = _controls(t, can_stream)
 
             with gr.Tab(t("tab_history"), id="history"):
@@ -207,14 +219,40 @@ def build_ui(manager: "ModelManager", settings: "Settings", output_dir: "Path | 
             stop_button.click(handlers.stop, cancels=[event], queue=False, api_visibility="private")
             return event
 
-        wire(c_go, c_stop, clone_meta, ["prompt", "prompt_text", "text"],
-             [c_prompt, c_transcript, c_text, c_speed, c_seed, c_stream], [c_audio, c_file, c_info])
-        wire(x_go, x_stop, cross_meta, ["submode", "prompt", "speaker", "instruct_text", "text"],
-             [x_sub, x_prompt, x_speaker, x_instruct, x_text, x_speed, x_seed, x_stream], [x_audio, x_file, x_info])
+        wire(c_go, c_stop, clone_meta, ["prompt", "saved", "prompt_text", "text"],
+             [c_prompt, c_saved, c_transcript, c_text, c_speed, c_seed, c_stream], [c_audio, c_file, c_info])
+        wire(x_go, x_stop, cross_meta, ["submode", "prompt", "saved", "speaker", "instruct_text", "text"],
+             [x_sub, x_prompt, x_saved, x_speaker, x_instruct, x_text, x_speed, x_seed, x_stream],
+             [x_audio, x_file, x_info])
         wire(s_go, s_stop, sft_meta, ["speaker", "text"], [s_speaker, s_text, s_speed, s_seed, s_stream],
              [s_audio, s_file, s_info])
-        wire(v_go, v_stop, vc_meta, ["source", "prompt"], [v_source, v_target, v_speed, v_seed, v_stream],
+        wire(v_go, v_stop, vc_meta, ["source", "prompt", "saved"], [v_source, v_target, v_saved, v_speed, v_seed, v_stream],
              [v_audio, v_file, v_info])
+
+        saved_dropdowns = [c_saved, x_saved, v_saved]
+
+        def refresh_voices():
+            return [gr.update(choices=voice_choices()) for _ in saved_dropdowns]
+
+        def save_current_voice(prompt, transcript, name, lang, progress=gr.Progress()):
+            lang = strings.language_of(lang)
+            if not (name or "").strip():
+                raise gr.Error(strings.label("voice_name_missing", lang))
+            try:
+                audio = prompt_from_file(prompt)
+                if audio is None:
+                    raise InvalidRequest("prompt_missing", "no prompt audio was given: upload or record the voice "
+                                         "(3-30 seconds of clear speech)", what="prompt audio")
+                voice, ready = save_voice(manager, voices, name.strip(), audio, transcript or "")
+            except InvalidRequest as exc:
+                raise gr.Error(strings.message(exc, lang)) from None
+            gr.Info(strings.label("voice_saved", lang).format(name=voice.name))
+            return [gr.update(choices=voice_choices(), value=voice.id if d is c_saved else None)
+                    for d in saved_dropdowns]
+
+        c_save.click(save_current_voice, inputs=[c_prompt, c_transcript, c_voice_name, browser_lang],
+                     outputs=saved_dropdowns, api_visibility="private")
+        demo.load(refresh_voices, outputs=saved_dropdowns, queue=False, api_visibility="private")
 
         for button in tag_buttons:
             button.click(lambda text, tag=button.value: (text or "") + tag, inputs=x_text, outputs=x_text,

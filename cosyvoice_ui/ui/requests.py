@@ -30,6 +30,8 @@ def prompt_from_file(path: str | None, what: str = "prompt audio") -> Audio | No
 
 def field_of(error: InvalidRequest) -> str:
     """The widget an error is about: prompt, source, prompt_text, text, instruct_text, speaker, speed or mode."""
+    if error.code == "voice_unknown":
+        return "saved"
     if error.code in AUDIO_CODES:
         return "source" if error.params.get("what") == "source audio" else "prompt"
     return FIELD_OF_CODE.get(error.code, "mode")
@@ -52,19 +54,26 @@ def request_from_meta(meta: dict, speed: float = 1.0, seed: int | None = 0, stre
     )
 
 
-def clone_meta(prompt, transcript, text) -> dict:
-    return {"mode": "zero_shot", "prompt": prompt, "prompt_text": transcript, "text": text, "voice": "sample"}
+def _voice(prompt, saved: str | None) -> dict:
+    """A saved voice (by id) replaces the uploaded sample."""
+    if saved:
+        return {"prompt": None, "speaker": saved, "voice": saved}
+    return {"prompt": prompt, "voice": "sample"}
 
 
-def cross_meta(sub, prompt, speaker, instruct, text) -> dict:
+def clone_meta(prompt, saved, transcript, text) -> dict:
+    return {"mode": "zero_shot", **_voice(prompt, saved), "prompt_text": transcript, "text": text}
+
+
+def cross_meta(sub, prompt, saved, speaker, instruct, text) -> dict:
     if sub == "instruct":
         return {"mode": "instruct", "speaker": speaker, "instruct_text": instruct, "text": text, "voice": speaker}
-    return {"mode": "cross_lingual", "prompt": prompt, "text": text, "voice": "sample"}
+    return {"mode": "cross_lingual", **_voice(prompt, saved), "text": text}
 
 
 def sft_meta(speaker, text) -> dict:
     return {"mode": "sft", "speaker": speaker, "text": text, "voice": speaker}
 
 
-def vc_meta(source, target) -> dict:
-    return {"mode": "vc", "source": source, "prompt": target, "voice": "sample"}
+def vc_meta(source, target, saved) -> dict:
+    return {"mode": "vc", "source": source, **_voice(target, saved)}

@@ -67,6 +67,8 @@ LABELS_EN: dict[str, str] = {
     "no_model": "No model is installed yet. Download one in the Model panel below (needs internet), or copy an "
                 "official CosyVoice folder into pretrained_models/.",
     "stopped": "Stopped.",
+    "voice_name_missing": "Give the voice a name before saving it.",
+    "voice_saved": "Saved the voice “{name}”; pick it under “Saved voice” in any tab.",
     "save_voice": "Save this voice",
     "voice_name": "Name for the saved voice",
 }
@@ -128,6 +130,8 @@ LABELS_ZH: dict[str, str] = {
                       "请用 --auth 用户名:密码 启动。",
     "no_model": "尚未安装模型。请在下方“模型”面板下载（需要联网），或把官方 CosyVoice 文件夹复制到 pretrained_models/。",
     "stopped": "已停止。",
+    "voice_name_missing": "请先为声音命名再保存。",
+    "voice_saved": "已保存声音“{name}”，可在各页的“已保存的声音”中选择。",
     "save_voice": "保存此声音",
     "voice_name": "保存的声音名称",
 }

@@ -58,17 +58,17 @@ def problem(handlers: Handlers, meta: dict, **kw) -> InvalidRequest:
 
 CASES = [
     # (meta builder, code, field the UI marks)
-    (lambda w: clone_meta(None, "hi", "hello"), "prompt_missing", "prompt"),
-    (lambda w: clone_meta(w["short"], "hi", "hello"), "prompt_too_short", "prompt"),
-    (lambda w: clone_meta(w["long"], "hi", "hello"), "prompt_too_long", "prompt"),
-    (lambda w: clone_meta(w["lowrate"], "hi", "hello"), "prompt_low_rate", "prompt"),
-    (lambda w: clone_meta(w["silent"], "hi", "hello"), "prompt_silent", "prompt"),
-    (lambda w: clone_meta(w["good"], "hi", ""), "text_empty", "text"),
-    (lambda w: clone_meta(w["good"], "hi", "x" * 401), "text_too_long", "text"),
-    (lambda w: clone_meta(w["good"], "", "hello"), "transcript_missing", "prompt_text"),
-    (lambda w: cross_meta("instruct", None, "中文女", "", "hello"), "mode_unsupported", "mode"),
+    (lambda w: clone_meta(None, None, "hi", "hello"), "prompt_missing", "prompt"),
+    (lambda w: clone_meta(w["short"], None, "hi", "hello"), "prompt_too_short", "prompt"),
+    (lambda w: clone_meta(w["long"], None, "hi", "hello"), "prompt_too_long", "prompt"),
+    (lambda w: clone_meta(w["lowrate"], None, "hi", "hello"), "prompt_low_rate", "prompt"),
+    (lambda w: clone_meta(w["silent"], None, "hi", "hello"), "prompt_silent", "prompt"),
+    (lambda w: clone_meta(w["good"], None, "hi", ""), "text_empty", "text"),
+    (lambda w: clone_meta(w["good"], None, "hi", "x" * 401), "text_too_long", "text"),
+    (lambda w: clone_meta(w["good"], None, "", "hello"), "transcript_missing", "prompt_text"),
+    (lambda w: cross_meta("instruct", None, None, "中文女", "", "hello"), "mode_unsupported", "mode"),
     (lambda w: sft_meta("nobody", "hello"), "speaker_unknown", "speaker"),
-    (lambda w: vc_meta(None, w["good"]), "prompt_missing", "source"),
+    (lambda w: vc_meta(None, w["good"], None), "prompt_missing", "source"),
 ]
 
 
@@ -83,29 +83,29 @@ def test_validation_messages(handlers: Handlers, wavs, build, code: str, field: 
 
 
 def test_mode_message_names_the_model_that_can(handlers: Handlers) -> None:
-    error = problem(handlers, cross_meta("instruct", None, "中文女", "speak sadly", "hello"))
+    error = problem(handlers, cross_meta("instruct", None, None, "中文女", "speak sadly", "hello"))
     assert "Instruct" in strings.message(error, "en") and "Instruct" in strings.message(error, "zh")
 
 
 def test_unreadable_audio_is_a_clear_error(handlers: Handlers, wavs) -> None:
     with pytest.raises(InvalidRequest) as info:
-        request_from_meta(clone_meta(wavs["broken"], "hi", "hello"))
+        request_from_meta(clone_meta(wavs["broken"], None, "hi", "hello"))
     assert info.value.code == "audio_unreadable" and "WAV" in str(info.value)
 
 
 def test_missing_instruct_text_on_an_instruct_model(tiny_instruct: Path, tmp_path: Path) -> None:
     manager = ModelManager(str(tiny_instruct), loader=lambda mid, p: load_any(mid, p, device="cpu"), idle_unload_s=0)
     h = Handlers(manager, Settings(), tmp_path)
-    error = problem(h, cross_meta("instruct", None, "中文女", "  ", "hello"))
+    error = problem(h, cross_meta("instruct", None, None, "中文女", "  ", "hello"))
     assert error.code == "instruct_missing" and field_of(error) == "instruct_text"
 
 
 def test_stereo_and_44k_prompt_is_accepted_silently(handlers: Handlers, wavs) -> None:
-    handlers.check(request_from_meta(cross_meta("cross", wavs["stereo44k"], None, None, "hello there")))
+    handlers.check(request_from_meta(cross_meta("cross", wavs["stereo44k"], None, None, None, "hello there")))
 
 
 def test_run_produces_audio_file_and_history(handlers: Handlers, wavs) -> None:
-    meta = clone_meta(wavs["good"], "希望你以后能够做的比我还好呦。", "Hello world.")
+    meta = clone_meta(wavs["good"], None, "希望你以后能够做的比我还好呦。", "Hello world.")
     outputs = list(handlers.run(request_from_meta(meta, seed=3), OutputOptions(fmt="mp3"), [], None, None, meta))
     assert len(outputs) == 1
     (rate, wave), path, info, history = outputs[0]
@@ -152,3 +152,20 @@ def test_stop_flag_cancels_the_job(handlers: Handlers) -> None:
     with pytest.raises(gr.Error) as info:
         list(run)
     assert "停止" in str(info.value)
+
+
+def test_saved_voice_from_the_ui_is_used_by_id(tiny_sft: Path, tmp_path: Path) -> None:
+    from cosyvoice_ui.voices import VoiceLibrary, register_all, save_voice
+
+    library = VoiceLibrary(tmp_path / "voices")
+    manager = ModelManager(str(tiny_sft), loader=lambda mid, p: load_any(mid, p, device="cpu"), idle_unload_s=0,
+                           on_load=lambda engine: register_all(engine, library))
+    h = Handlers(manager, Settings(), tmp_path / "out", voices=library)
+    voice, ready = save_voice(manager, library, "My voice", voice_clip(4.0), "希望你以后能够做的比我还好呦。")
+    assert ready and voice.id in library.ids()
+    meta = clone_meta(None, voice.id, "", "Hello again.")  # no sample, no transcript: the saved ones are used
+    outputs = list(h.run(request_from_meta(meta, seed=4), OutputOptions(), [], None, None, meta))
+    assert len(outputs[-1][0][1]) > 0
+    with pytest.raises(InvalidRequest) as info:  # a saved voice is not a preset speaker
+        h.check(request_from_meta(sft_meta(voice.id, "hello")))
+    assert info.value.code == "speaker_unknown"
