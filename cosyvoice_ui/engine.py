@@ -20,10 +20,11 @@ import torch
 from . import audio as audio_utils
 from .backend import Engine, raise_if_cancelled, report
 from .errors import InvalidRequest
-from .families import ModelFolder, model_that_can, modes_for
+from .families import ModelFolder, StreamingSpec, model_that_can, modes_for
 from .frontend import text as text_frontend
 from .frontend.inputs import (ModelInput, assemble, has_language_tag, language_tag, with_end_of_prompt)
 from .frontend.prompt import PromptEncoder, PromptFeatures
+from .models.speed import trim_flow_prompt
 from .streaming import FlowPrompt, TokenToWave, stream_tokens
 from .types import Audio, AudioChunk, EngineInfo, Mode, ProgressCallback, SynthesisRequest
 from .validation import check_request
@@ -47,7 +48,8 @@ class CosyVoiceEngine(Engine):
     """
 
     def __init__(self, folder: ModelFolder, parts: dict, device: str, max_text_chars: int = 5000,
-                 n_timesteps: int | None = None, precision: str = "stock") -> None:
+                 n_timesteps: int | None = None, precision: str = "stock",
+                 flow_prompt_seconds: float | None = None, precision_info: dict[str, str] | None = None) -> None:
         self.folder = folder
         self.device = torch.device(device)
         self.llm = parts["llm"]
@@ -61,8 +63,10 @@ class CosyVoiceEngine(Engine):
         self.max_text_chars = max_text_chars
         self.n_timesteps = n_timesteps
         self.precision = precision
+        self.flow_prompt_seconds = flow_prompt_seconds  # fast mode: keep only the prompt's last seconds in the flow
+        self.streaming_spec = folder.family.streaming  # chunk schedule; parity uses families.UPSTREAM_STREAMING_V1
         self.saved_voices: dict[str, tuple[PromptFeatures, str]] = {}
-        self._info = folder_info(folder, tuple(self.spk2info), str(self.device), precision)
+        self._info = folder_info(folder, tuple(self.spk2info), str(self.device), precision, precision_info)
 
     # --- interface ------------------------------------------------------------------------------
 
@@ -91,8 +95,9 @@ class CosyVoiceEngine(Engine):
             total = len(jobs)
             for index, (segment_text, model_input, source_tokens) in enumerate(jobs):
                 raise_if_cancelled(cancel)
-                for wave, last_of_segment in self._render_segment(request, model_input, source_tokens, generator,
-                                                                  progress, cancel, index, total):
+                for wave, last_of_segment in self._render_segment(model_input, source_tokens, generator, progress,
+                                                                  cancel, index, total, request.stream,
+                                                                  request.speed):
                     samples = wave.squeeze(0).float().cpu().numpy()
                     produced += len(samples)
                     final = last_of_segment and index == total - 1
@@ -209,13 +214,31 @@ class CosyVoiceEngine(Engine):
                                            speaker_embedding=speaker), None))
         return jobs
 
-    def _render_segment(self, request: SynthesisRequest, model_input: ModelInput, source_tokens: torch.Tensor | None,
-                        generator: torch.Generator, progress: ProgressCallback | None,
-                        cancel: threading.Event | None, index: int, total: int) -> Iterator[torch.Tensor]:
+    def render_input(self, model_input: ModelInput, generator: torch.Generator, stream: bool = False,
+                     forced_tokens: int | None = None) -> Iterator[tuple[torch.Tensor, bool]]:
+        """Speech for one already assembled segment: (wave [1, S], is_last) chunks, as `synthesize`
+        renders each segment (same precision, flow prompt cap and chunk schedule).
+
+        forced_tokens: decode exactly this many speech tokens, ignoring EOS, so that every run does
+        the same work (benchmarks). None decodes until EOS as usual.
+        """
+        with torch.inference_mode():
+            yield from self._render_segment(model_input, None, generator, None, None, 0, 1, stream, 1.0,
+                                            forced_tokens)
+
+    def _flow_prompt(self, model_input: ModelInput) -> FlowPrompt:
+        tokens, mel = model_input.flow_prompt_tokens, model_input.prompt_mel
+        if self.flow_prompt_seconds is not None:
+            tokens, mel = trim_flow_prompt(tokens, mel, self.flow_prompt_seconds, self.folder.family.token_rate)
         device = self.device
-        flow_prompt = FlowPrompt(model_input.flow_prompt_tokens.to(device), model_input.prompt_mel.to(device),
-                                 model_input.flow_embedding.to(device))
-        render = TokenToWave(self.flow, self.hift, self.config_streaming, flow_prompt, generator, self.n_timesteps)
+        return FlowPrompt(tokens.to(device), mel.to(device), model_input.flow_embedding.to(device))
+
+    def _render_segment(self, model_input: ModelInput, source_tokens: torch.Tensor | None,
+                        generator: torch.Generator, progress: ProgressCallback | None,
+                        cancel: threading.Event | None, index: int, total: int, stream: bool, speed: float,
+                        forced_tokens: int | None = None) -> Iterator[tuple[torch.Tensor, bool]]:
+        render = TokenToWave(self.flow, self.hift, self.config_streaming, self._flow_prompt(model_input), generator,
+                             self.n_timesteps)
         base = index / total
 
         def stage(name: str, within: float, message: str) -> None:
@@ -224,8 +247,8 @@ class CosyVoiceEngine(Engine):
         if source_tokens is not None:
             tokens_iter = iter(source_tokens[0].tolist())
         else:
-            tokens_iter = self._llm_tokens(model_input, generator, cancel, stage)
-        if request.stream and request.speed == 1.0:
+            tokens_iter = self._llm_tokens(model_input, generator, cancel, stage, forced_tokens)
+        if stream and speed == 1.0:
             for speech, last in stream_tokens(tokens_iter, render, self.config_streaming):
                 raise_if_cancelled(cancel)
                 stage("vocoder", 0.9, "audio chunk ready")
@@ -237,19 +260,19 @@ class CosyVoiceEngine(Engine):
             yield torch.zeros(1, 0), True
             return
         stage("flow", 0.7, f"{len(tokens)} speech tokens → mel")
-        speech = render(torch.tensor([tokens], dtype=torch.long), True, request.speed)
+        speech = render(torch.tensor([tokens], dtype=torch.long), True, speed)
         stage("vocoder", 1.0, "done")
         yield speech, True
 
     def _llm_tokens(self, model_input: ModelInput, generator: torch.Generator, cancel: threading.Event | None,
-                    stage) -> Iterator[int]:
+                    stage, forced_tokens: int | None = None) -> Iterator[int]:
         device = self.device
         expected = max(1, 12 * model_input.text.shape[1])
         count = 0
         for token in self.llm.inference(
             model_input.text.to(device), model_input.prompt_text.to(device),
             model_input.llm_prompt_tokens.to(device), model_input.llm_embedding.to(device),
-            sampler=self.sampler, generator=generator,
+            sampler=self.sampler, generator=generator, max_len=forced_tokens, ignore_eos=forced_tokens is not None,
         ):
             count += 1
             if count % 25 == 0:
@@ -258,12 +281,12 @@ class CosyVoiceEngine(Engine):
             yield token
 
     @property
-    def config_streaming(self):
-        return self.folder.family.streaming
+    def config_streaming(self) -> StreamingSpec:
+        return self.streaming_spec
 
 
 def folder_info(folder: ModelFolder, speakers: tuple[str, ...], device: str = "cpu",
-                precision: str = "stock") -> EngineInfo:
+                precision: str = "stock", precision_info: dict[str, str] | None = None) -> EngineInfo:
     """What a v1 folder can do; cheap (no weights needed), so the UI can show it before loading."""
     return EngineInfo(
         name=folder.name,
@@ -275,7 +298,8 @@ def folder_info(folder: ModelFolder, speakers: tuple[str, ...], device: str = "c
         streaming=True,
         instruct_examples=INSTRUCT_EXAMPLES_V1 if folder.instruct else (),
         notes="",
-        extras={"precision": precision},
+        # "precision" names the active mode; fast mode adds what it changed (llm, flow, flow_steps, ...).
+        extras={**(precision_info or {}), "precision": precision},
     )
 
 

@@ -20,7 +20,13 @@ VARIANT_FILE = "cosyvoice_ui.json"
 
 @dataclass(frozen=True)
 class StreamingSpec:
-    """v1 token → wave chunking constants (cosyvoice-models.md §7.3)."""
+    """v1 token → wave chunking constants (cosyvoice-models.md §7.3).
+
+    The defaults are upstream's schedule: every chunk waits for hop (100) + overlap (20) tokens.
+    `token_first_hop_len` lets the first chunk go out earlier; later hops are unchanged (see
+    `streaming.stream_tokens`). With the first hop equal to `token_min_hop_len` the schedule is
+    exactly upstream's.
+    """
 
     token_min_hop_len: int = 100
     token_max_hop_len: int = 200
@@ -29,6 +35,18 @@ class StreamingSpec:
     mel_cache_len: int = 20
     source_cache_len: int = 20 * 256
     stream_scale_factor: float = 1.0
+    token_first_hop_len: int = 100
+
+
+# Upstream's v1 schedule, bit for bit (the parity check streams with it).
+UPSTREAM_STREAMING_V1 = StreamingSpec()
+# Our default: the first chunk after 32 + 20 tokens instead of 100 + 20. On a CPU the first chunk's
+# cost is dominated by the LLM prefill and by re-denoising the prompt frames, so waiting for ~70 more
+# tokens (1.4 s of audio) only adds decode time. 32 keeps the chunk above the 40 tokens at which the
+# length regulator splits off the overlap edges (so joins are built as upstream's are), and its mel
+# rounds down like upstream's hop does: int(52 · 22050/256/50) − 34 overlap = 55 frames ≤ 32 tokens'
+# worth (55.1), as 172 ≤ 172.3 for a hop of 100 (a hop of 30 would emit 52 frames for 51.7).
+LOW_LATENCY_STREAMING_V1 = StreamingSpec(token_first_hop_len=32)
 
 
 @dataclass(frozen=True)
@@ -59,7 +77,7 @@ V1 = FamilySpec(
     token_rate=50,
     tokenizer="whisper",
     base_modes=(Mode.ZERO_SHOT, Mode.CROSS_LINGUAL, Mode.VC),
-    streaming=StreamingSpec(),
+    streaming=LOW_LATENCY_STREAMING_V1,
     supported=True,
     required_files=("cosyvoice.yaml", "llm.pt", "flow.pt", "hift.pt", "campplus.onnx", "speech_tokenizer_v1.onnx"),
 )

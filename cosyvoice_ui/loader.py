@@ -20,6 +20,7 @@ from .models.flow import load_flow
 from .models.hift import load_hift
 from .models.llm import load_llm
 from .models.sampling import RasSampler
+from .models.speed import PRECISIONS, FastSettings, apply_precision
 from .settings import resolve_device
 from .types import ProgressCallback
 
@@ -56,15 +57,21 @@ def describe_cosyvoice(model_dir: Path):
 
 def load_cosyvoice(model_dir: Path, device: str = "auto", progress: ProgressCallback | None = None,
                    max_text_chars: int = 5000, precision: str = "stock", threads: int | None = None,
-                   n_timesteps: int | None = None):
-    """Load every component of a v1 folder (strict state dicts, ONNX sessions) onto `device`."""
+                   n_timesteps: int | None = None, fast: FastSettings | None = None):
+    """Load every component of a v1 folder (strict state dicts, ONNX sessions) onto `device`.
+
+    precision: "stock" computes what upstream computes (float32; only memory layouts differ);
+    "fast" trades accuracy for speed as `fast` (default `FastSettings()`) says: int8 LLM linears,
+    bf16 flow estimator where the CPU supports it, fewer flow steps, a shorter flow prompt. An explicit
+    `n_timesteps` overrides either mode's flow steps.
+    """
     from .engine import CosyVoiceEngine
 
     started = time.perf_counter()
     folder = detect(model_dir)
     device = resolve_device(device)
-    if precision not in ("stock", "fast"):
-        raise ConfigError(f"unknown precision {precision!r}; choose stock or fast")
+    if precision not in PRECISIONS:
+        raise ConfigError(f"unknown precision {precision!r}; choose one of {', '.join(PRECISIONS)}")
     report(progress, "load", 0.02, f"reading {folder.family.yaml_name}")
     config = parse_v1(read_yaml(folder.path / folder.family.yaml_name), folder.family.yaml_name)
     if config.llm_class != folder.family.llm_class:
@@ -77,6 +84,14 @@ def load_cosyvoice(model_dir: Path, device: str = "auto", progress: ProgressCall
     flow = load_flow(config.flow, read_state_dict(folder.path / "flow.pt")).to(device)
     report(progress, "load", 0.70, "loading hift.pt")
     hift = load_hift(config.hift, read_state_dict(folder.path / "hift.pt")).to(device)
+    fast = fast or FastSettings()
+    precision_info = apply_precision(llm, flow, precision, device, fast)
+    flow_prompt_seconds = None
+    if precision == "fast":
+        n_timesteps = n_timesteps or fast.n_timesteps
+        flow_prompt_seconds = fast.flow_prompt_seconds
+    if n_timesteps is not None:
+        precision_info["flow_steps"] = str(n_timesteps)
     report(progress, "load", 0.80, "loading speaker encoder and speech tokenizer (ONNX)")
     onnx_threads = max(1, min(2, threads or torch.get_num_threads()))
     use_cuda = device.startswith("cuda")
@@ -93,7 +108,8 @@ def load_cosyvoice(model_dir: Path, device: str = "auto", progress: ProgressCall
         "spk2info": spk2info, "config": config, "sampler": RasSampler.from_config(config.llm.sampling),
     }
     engine = CosyVoiceEngine(folder, parts, device, max_text_chars=max_text_chars, n_timesteps=n_timesteps,
-                             precision=precision)
+                             precision=precision, flow_prompt_seconds=flow_prompt_seconds,
+                             precision_info=precision_info)
     elapsed = time.perf_counter() - started
     report(progress, "load", 1.0, f"{folder.name} loaded in {elapsed:.1f} s")
     log.info("loaded %s (%s) on %s in %.1f s", folder.name, folder.family.title, device, elapsed)

@@ -234,7 +234,7 @@ class ParityRun:
     # --- streaming ------------------------------------------------------------------------------------
 
     def check_streaming(self) -> None:
-        from .families import V1
+        from .families import UPSTREAM_STREAMING_V1
         from .models.flow import load_flow
         from .models.nsf import NSFNoise
         from .streaming import FlowPrompt, TokenToWave, stream_tokens
@@ -263,7 +263,7 @@ class ParityRun:
             g = lambda key: self.fx.get("streaming", key)  # noqa: E731
             prompt = FlowPrompt(g("S1.prompt_token").long(), g("S1.prompt_feat"), g("S1.embedding"))
             trace: list[dict] = []
-            spec = V1.streaming
+            spec = UPSTREAM_STREAMING_V1  # upstream's hop schedule, not our lower-latency default
             render = TokenToWave(flow, hift, spec, prompt, None, draws=Recipes(), trace=trace)
             with torch.inference_mode():
                 chunks = [speech for speech, _ in stream_tokens(g("S1.token")[0].tolist(), render, spec)]

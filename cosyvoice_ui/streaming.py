@@ -1,6 +1,7 @@
 """Speech tokens → waveform for one text segment, whole or in streamed chunks (v1 scheme).
 
-v1 streaming (cosyvoice-models.md §7.3): once 100 + 20 unconsumed tokens exist, the flow renders
+v1 streaming (cosyvoice-models.md §7.3; our default first hop is shorter, see families.py): once
+100 + 20 unconsumed tokens exist, the flow renders
 tokens[0:120] with a noise/mu cache for the overlap; the last 34 mel frames are held back and
 cross-faded into the next chunk (Hamming 68), the vocoder re-runs the last 20 mel frames with the
 cached NSF source and the first 5120 samples are cross-faded with the previous tail (Hamming 10240).
@@ -136,14 +137,16 @@ def stream_tokens(tokens: Iterable[int], render: Callable[[torch.Tensor, bool], 
     (is_last True), so callers can mark the last chunk without waiting for another one.
     """
     pending: list[int] = []
-    hop = spec.token_min_hop_len
+    hop = spec.token_first_hop_len
     for token in tokens:
         pending.append(int(token))
         if len(pending) >= hop + spec.token_overlap_len:
             chunk = torch.tensor([pending[: hop + spec.token_overlap_len]], dtype=torch.long)
             yield render(chunk, False), False
             del pending[:hop]
-            hop = min(spec.token_max_hop_len, int(hop * spec.stream_scale_factor))
+            # Upstream: hop = min(max, hop * scale). The max(min_hop, ...) only matters after a shorter
+            # first hop; with first hop == min hop (and scale >= 1) it is upstream's rule exactly.
+            hop = min(spec.token_max_hop_len, max(spec.token_min_hop_len, int(hop * spec.stream_scale_factor)))
     if not pending:  # no token at all: nothing to render
         yield torch.zeros(1, 0), True
         return

@@ -21,7 +21,7 @@ from torch import nn
 from ..checkpoint import StateDict, load_strict
 from ..config import LLMConfig
 from .sampling import Sampler
-from .transformer import Encoder, RelPositionProjections
+from .transformer import Encoder, KVCache, RelPositionProjections
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +107,8 @@ class TransformerLM(nn.Module):
         Sampling runs on the CPU with a CPU generator, so a seed gives the same tokens on any
         device; the token must come back to the host each step anyway.
         """
-        return self.llm_decoder(hidden[0, -1]).float().log_softmax(dim=-1).cpu()
+        # [1, D] rather than [D]: int8 dynamic-quantised linears (fast precision) need a batch axis.
+        return self.llm_decoder(hidden[:, -1])[0].float().log_softmax(dim=-1).cpu()
 
     def inference(
         self,
@@ -159,10 +160,11 @@ class TransformerLM(nn.Module):
         x = self.build_input(text, prompt_text, prompt_speech_token, embedding)
         log.debug("llm prefix %d positions, min_len %d, max_len %d", x.size(1), min_len, max_len)
         positions = RelPositionProjections(self.llm)
-        caches: list[torch.Tensor] | None = None
+        caches: list[KVCache] | None = None
+        reserve = x.size(1) + max_len  # KV buffer size: allocated once, pages touched only as used
         decoded: list[int] = []
         for step in range(max_len):
-            hidden, caches = self.llm.forward_step(x, caches, positions)
+            hidden, caches = self.llm.forward_step(x, caches, positions, reserve)
             logp = self._next_logp(hidden)
             if ignore_eos or step < min_len:
                 logp[self.eos] = float("-inf")

@@ -53,6 +53,40 @@ class EspnetRelPositionTable:
         return self._table[center - key_len + 1 : center + key_len].to(device=device, dtype=dtype)
 
 
+class KVCache:
+    """Keys and values of one attention layer during incremental decoding, in a preallocated buffer.
+
+    The buffer is [B, H, capacity, 2*Dk] (keys then values on the last axis, as upstream's cache
+    tensor); `append` writes the new positions in place and returns a view of the first K. Growing a
+    tensor cache with torch.cat instead copies all of it at every step, which at a few hundred
+    positions costs as much memory traffic as a good part of the weights. The capacity doubles when
+    outgrown, so a wrong size hint costs one copy, not correctness.
+    """
+
+    def __init__(self, capacity: int = 0) -> None:
+        self.capacity = capacity
+        self.length = 0
+        self._buffer: torch.Tensor | None = None
+
+    def append(self, kv: torch.Tensor) -> torch.Tensor:
+        """kv [B, H, T, 2*Dk] new positions → [B, H, K, 2*Dk], every position so far (a view)."""
+        end = self.length + kv.size(2)
+        if self._buffer is None or end > self._buffer.size(2):
+            capacity = max(end, self.capacity, 2 * (0 if self._buffer is None else self._buffer.size(2)))
+            grown = kv.new_empty(kv.size(0), kv.size(1), capacity, kv.size(3))
+            if self._buffer is not None:
+                grown[:, :, : self.length] = self._buffer[:, :, : self.length]
+            self._buffer, self.capacity = grown, capacity
+        self._buffer[:, :, self.length : end] = kv
+        self.length = end
+        return self._buffer[:, :, :end]
+
+    def view(self) -> torch.Tensor:
+        """[B, H, K, 2*Dk]: the cached positions."""
+        assert self._buffer is not None, "empty cache"
+        return self._buffer[:, :, : self.length]
+
+
 class RelPositionMultiHeadedAttention(nn.Module):
     """Transformer-XL style self-attention with ESPnet relative positions (`rel_selfattn`).
 
@@ -85,43 +119,55 @@ class RelPositionMultiHeadedAttention(nn.Module):
         x: torch.Tensor,
         mask: torch.Tensor | None,
         pos_vectors: torch.Tensor | None,
-        cache: torch.Tensor | None = None,
+        cache: KVCache | torch.Tensor | None = None,
         pos_projected: torch.Tensor | None = None,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    ) -> tuple[torch.Tensor, KVCache | torch.Tensor]:
         """Args:
             x: [B, T, D] new positions.
             mask: bool [B or 1, T, K] (True = may attend) or None for full attention.
             pos_vectors: [2K-1, D] from `EspnetRelPositionTable.vectors(K)`; unused when
                 `pos_projected` is given.
-            cache: [B, H, K-T, 2*Dk] keys/values of earlier positions, or None.
-            pos_projected: [H, 2K-1, Dk], `project_positions(pos_vectors)` computed beforehand
-                (see `RelPositionProjections`).
-        Returns: output [B, T, D] and the new cache [B, H, K, 2*Dk].
+            cache: keys/values of earlier positions: a `KVCache` (appended to in place and
+                returned), a [B, H, K-T, 2*Dk] tensor, or None.
+            pos_projected: [H, K+T-1, Dk] projections p_r for r = K-1 ... -(T-1) computed
+                beforehand (see `RelPositionProjections`); a longer table starting at r = K-1
+                (e.g. all 2K-1 rows) is cut to size.
+        Returns: output [B, T, D] and the new cache ([B, H, K, 2*Dk], or the `KVCache`).
         """
         q = self._heads(self.linear_q(x))
         k = self._heads(self.linear_k(x))
         v = self._heads(self.linear_v(x))
         new_cache = torch.cat([k, v], dim=-1)
-        if cache is not None and cache.size(2) > 0:
+        if isinstance(cache, KVCache):
+            k, v = cache.append(new_cache).split(self.d_k, dim=-1)
+            new_cache = cache
+        elif cache is not None and cache.size(2) > 0:
             # Grow the cache with one copy and use views of it as k and v (splitting the old cache
             # and concatenating three times copied it three times per step).
             new_cache = torch.cat([cache, new_cache], dim=2)
             k, v = new_cache.split(self.d_k, dim=-1)
         t_q, t_k = q.size(2), k.size(2)
 
+        # Queries t_k-t_q ... t_k-1 and keys 0 ... t_k-1 are r = t_k-1 ... -(t_q-1) apart, so only the
+        # first t_k+t_q-1 rows of the 2K-1 table are ever read (all of them for a full pass, the
+        # non-negative half for one decoding step).
+        n_rel = t_k + t_q - 1
         if pos_projected is None:
             assert pos_vectors is not None, "either pos_vectors or pos_projected is needed"
-            pos_projected = self.project_positions(pos_vectors)
-        p = pos_projected  # [H, 2K-1, Dk]
+            pos_projected = self.project_positions(pos_vectors[:n_rel])
+        p = pos_projected[:, :n_rel]  # [H, n_rel, Dk], rows r = t_k-1 ... -(t_q-1)
+        assert p.size(1) == n_rel, f"position table has {p.size(1)} rows, {n_rel} needed"
         q_u = q + self.pos_bias_u.unsqueeze(1)
         q_v = q + self.pos_bias_v.unsqueeze(1)
         content = torch.matmul(q_u, k.transpose(-2, -1))  # [B, H, T, K]
-        position_all = torch.matmul(q_v, p.transpose(-2, -1))  # [B, H, T, 2K-1]
-        # Query i (absolute index t_k - t_q + i) and key j are r = i_abs - j apart; the table row
-        # of r is (K-1) - r. Gathering realises upstream's pad-and-reshape "rel_shift" exactly.
-        q_abs = torch.arange(t_k - t_q, t_k, device=x.device)
-        rows = (t_k - 1 - q_abs).unsqueeze(1) + torch.arange(t_k, device=x.device).unsqueeze(0)
-        position = position_all.gather(-1, rows.expand(position_all.shape[:2] + rows.shape))
+        position = torch.matmul(q_v, p.transpose(-2, -1))  # [B, H, T, n_rel]
+        if t_q > 1:
+            # Query i and key j are r = (t_k - t_q + i) - j apart, at row (t_q - 1 - i) + j. Gathering
+            # realises upstream's pad-and-reshape "rel_shift" exactly. For a single query row j
+            # already belongs to key j, so there is nothing to gather.
+            rows = (t_q - 1 - torch.arange(t_q, device=x.device)).unsqueeze(1) + torch.arange(
+                t_k, device=x.device).unsqueeze(0)
+            position = position.gather(-1, rows.expand(position.shape[:2] + rows.shape))
         scores = (content + position) / math.sqrt(self.d_k)
         if mask is not None:
             keep = mask.unsqueeze(1)  # [B, 1, T, K]
@@ -170,9 +216,9 @@ class EncoderLayer(nn.Module):
         x: torch.Tensor,
         mask: torch.Tensor | None,
         pos_vectors: torch.Tensor | None,
-        cache: torch.Tensor | None = None,
+        cache: KVCache | torch.Tensor | None = None,
         pos_projected: torch.Tensor | None = None,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    ) -> tuple[torch.Tensor, KVCache | torch.Tensor]:
         norm_attn, norm_ff = (self.norm_mha, self.norm_ff) if self._conformer else (self.norm1, self.norm2)
         attn_out, new_cache = self.self_attn(norm_attn(x), mask, pos_vectors, cache, pos_projected)
         x = x + attn_out
@@ -250,17 +296,19 @@ class Encoder(nn.Module):
     def forward_step(
         self,
         xs: torch.Tensor,
-        caches: list[torch.Tensor] | None,
+        caches: list[KVCache] | None,
         positions: RelPositionProjections | None = None,
-    ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        reserve: int = 0,
+    ) -> tuple[torch.Tensor, list[KVCache]]:
         """Causal incremental encoding for decoding (B = 1).
 
-        xs [1, T, input_size] new positions; caches: one [1, H, K-T, 2*Dk] per layer or None;
-        positions: this decode's `RelPositionProjections` (None recomputes them on every call).
-        Returns the new positions' outputs [1, T, D] and the grown caches.
+        xs [1, T, input_size] new positions; caches: one `KVCache` per layer from the previous call,
+        or None to start; positions: this decode's `RelPositionProjections` (None recomputes them on
+        every call); reserve: expected total positions, to size new caches (a hint, not a limit).
+        Returns the new positions' outputs [1, T, D] and the caches (appended to in place).
         """
         t_new = xs.size(1)
-        t_old = 0 if not caches else caches[0].size(2)
+        t_old = 0 if not caches else caches[0].length
         t_k = t_old + t_new
         if t_new == 1:
             mask = None  # a single new query may attend to every key: nothing to mask
@@ -269,41 +317,58 @@ class Encoder(nn.Module):
             mask = torch.ones(t_new, t_k, dtype=torch.bool, device=xs.device)
             mask[:, t_old:] = torch.ones(t_new, t_new, dtype=torch.bool, device=xs.device).tril()
             mask = mask.unsqueeze(0)
+        if not caches:
+            caches = [KVCache(max(reserve, t_k)) for _ in self.encoders]
         x = self.embed(xs)
         pos = None if positions is not None else self.pos_table.vectors(t_k, x.device, x.dtype)
-        new_caches = []
         for i, layer in enumerate(self.encoders):
-            projected = positions.get(i, t_k) if positions is not None else None
-            x, cache = layer(x, mask, pos, caches[i] if caches else None, projected)
-            new_caches.append(cache)
-        return self.after_norm(x), new_caches
+            projected = positions.get(i, t_k, t_new) if positions is not None else None
+            x, _ = layer(x, mask, pos, caches[i], projected)
+        return self.after_norm(x), caches
 
 
 class RelPositionProjections:
-    """Per-layer `linear_pos(PE)` tables for one incremental decode, grown on demand.
+    """Per-layer `linear_pos(PE)` tables for one incremental decode, each row projected once.
 
-    Each decoding step needs p_r = linear_pos(PE(r)) for every relative distance up to the current
-    length K, in every layer. Those rows depend only on r and the weights, so recomputing the whole
+    Each decoding step needs p_r = linear_pos(PE(r)) in every layer for the relative distances r of
+    its queries to all keys. Those rows depend only on r and the weights, so recomputing a
     [2K-1, D] x [D, D] product per layer and step (as upstream does) is wasted work that grows with
-    K. This object computes them for a capacity M >= K once, doubles M when outgrown, and hands out
-    the [H, 2K-1, Dk] slice for K. It lives for one decode only, so later weight or device changes
-    cannot make it stale. Outputs match the uncached path to float rounding (~1e-7).
+    K. This object keeps the rows r = R+ ... -R- (R+ >= K-1 for every key length K asked for,
+    R- >= T-1 for every query count T: the prefill needs both halves, a one-query step only r >= 0)
+    and, when asked for more, projects only the missing rows (at least `GROW_ROWS` at a time, so
+    growth is rare). It lives for one decode only, so later weight or device changes cannot make it
+    stale. Outputs match the uncached path to float rounding (~1e-7).
     """
+
+    GROW_ROWS = 128
 
     def __init__(self, encoder: Encoder) -> None:
         self._encoder = encoder
-        self._tables: list[torch.Tensor] = []  # per layer [H, 2M-1, Dk], rows r = M-1 ... -(M-1)
-        self._capacity = 0
+        self._tables: list[torch.Tensor] = []  # per layer [H, R+ + R- + 1, Dk], rows r = R+ ... -R-
+        self._r_pos = -1  # nothing projected yet
+        self._r_neg = 0
 
-    def get(self, layer: int, key_len: int) -> torch.Tensor:
-        """[H, 2K-1, Dk] projections for r = K-1 ... -(K-1) of `layer`."""
-        if key_len > self._capacity:
-            self._grow(max(key_len, 2 * self._capacity))
-        start = self._capacity - key_len
-        return self._tables[layer][:, start : start + 2 * key_len - 1]
+    def get(self, layer: int, key_len: int, query_len: int) -> torch.Tensor:
+        """[H, K+T-1, Dk] projections for r = K-1 ... -(T-1) of `layer` (K keys, the last T queried)."""
+        if not self._tables:
+            self._r_pos, self._r_neg = key_len - 1, query_len - 1
+            self._tables = self._project(self._r_pos, -self._r_neg)
+        if key_len - 1 > self._r_pos:
+            top = max(key_len - 1, self._r_pos + max(self.GROW_ROWS, self._r_pos // 2))
+            new = self._project(top, self._r_pos + 1)
+            self._tables = [torch.cat([n, t], dim=1) for n, t in zip(new, self._tables)]
+            self._r_pos = top
+        if query_len - 1 > self._r_neg:
+            new = self._project(-self._r_neg - 1, -(query_len - 1))
+            self._tables = [torch.cat([t, n], dim=1) for n, t in zip(new, self._tables)]
+            self._r_neg = query_len - 1
+        start = self._r_pos - (key_len - 1)
+        return self._tables[layer][:, start : start + key_len + query_len - 1]
 
-    def _grow(self, capacity: int) -> None:
+    def _project(self, r_high: int, r_low: int) -> list[torch.Tensor]:
+        """Per layer [H, r_high - r_low + 1, Dk]: p_r for r = r_high ... r_low (descending)."""
         weight = self._encoder.after_norm.weight
-        vectors = self._encoder.pos_table.vectors(capacity, weight.device, weight.dtype)
-        self._tables = [layer.self_attn.project_positions(vectors) for layer in self._encoder.encoders]
-        self._capacity = capacity
+        half = max(abs(r_high), abs(r_low)) + 1
+        vectors = self._encoder.pos_table.vectors(half, weight.device, weight.dtype)  # r = half-1 ... -(half-1)
+        vectors = vectors[half - 1 - r_high : half - r_low]
+        return [layer.self_attn.project_positions(vectors) for layer in self._encoder.encoders]

@@ -236,7 +236,9 @@ class ConditionalDecoder(nn.Module):
     def _transformers(x: torch.Tensor, blocks: nn.ModuleList, mask: torch.Tensor | None) -> torch.Tensor:
         """Run a transformer stack on channel-major x [B, C, T] (blocks work time-major)."""
         attn_mask = _key_mask(mask)
-        h = x.transpose(1, 2)
+        # One copy into time-major memory: a transposed view would make every residual add keep the
+        # channel-major layout, so each LayerNorm copied and each add ran strided.
+        h = x.transpose(1, 2).contiguous()
         for block in blocks:
             h = block(h, attn_mask)
         return h.transpose(1, 2)
@@ -261,7 +263,7 @@ class ConditionalDecoder(nn.Module):
         """
         if mask is not None:
             mask = mask.to(x.dtype)
-        temb = self.time_mlp(self.time_embeddings(t))
+        temb = self.time_mlp(self.time_embeddings(t)).to(x.dtype)  # a no-op unless run in bf16 (models/speed.py)
         h = torch.cat([x, mu, spks.unsqueeze(-1).expand(-1, -1, x.size(-1)), cond], dim=1)
 
         skips: list[torch.Tensor] = []
