@@ -109,11 +109,14 @@ class ModelManager:
     def __init__(self, model_id: str, loader: Loader | None = None, idle_unload_s: float = 600.0,
                  concurrency: int = 1, models_dir: Path | None = None,
                  on_load: Callable[[Engine], None] | None = None,
-                 describe_model: Callable[[str], EngineInfo] | None = None) -> None:
+                 describe_model: Callable[[str], EngineInfo] | None = None,
+                 load_options: dict | None = None) -> None:
         """`on_load(engine)` runs after each load, before any job uses the engine (e.g. to register saved
-        voices); `describe_model(model_id)` replaces the default description of an unloaded model."""
+        voices); `describe_model(model_id)` replaces the default description of an unloaded model;
+        `load_options` is a dict the loader reads (e.g. {"precision": "fast"}), changed by `set_option`."""
         self._loader = loader or (lambda mid, progress: load_any(mid, progress))
         self._describe = describe_model or describe
+        self.load_options = load_options if load_options is not None else {}
         self._on_load = on_load
         self.model_id = model_id
         self.models_dir = models_dir
@@ -127,7 +130,6 @@ class ModelManager:
         self._concurrency = max(1, concurrency)
         self._running = 0
         self._next_ticket = 0
-        self._serving = 0  # tickets below this have started (or left the queue)
         self._waiting: list[int] = []
         self._last_used = time.monotonic()
         self.baseline_rss_mb = rss_mb()
@@ -241,6 +243,18 @@ class ModelManager:
             self._unload_locked()
             self.model_id = model_id
             self._state, self._error = "unloaded", ""
+
+    def set_option(self, key: str, value: object) -> bool:
+        """Change a load option (e.g. precision). The model is released after running jobs finish and
+        reloaded with the new option on the next request. Returns True if the option changed."""
+        if self.load_options.get(key) == value:
+            return False
+        with self._cond:
+            while self._running or self._waiting:
+                self._cond.wait(0.5)
+            self.load_options[key] = value
+            self._unload_locked()
+        return True
 
     def unload(self) -> bool:
         """Release the model now unless a job runs or waits. Returns True if something was released."""

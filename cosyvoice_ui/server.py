@@ -38,9 +38,10 @@ def create_manager(settings: Settings) -> ModelManager:
     from .voices import VoiceLibrary, register_all
 
     library = VoiceLibrary(settings.voices_dir)
+    options = {"precision": settings.precision}  # shared with the manager: the UI's fast-mode switch changes it
 
     def load_local(mid: str, progress):
-        return load_any(mid, progress, device=settings.device, precision=settings.precision,
+        return load_any(mid, progress, device=settings.device, precision=options["precision"],
                         max_text_chars=settings.max_text_chars, voices_dir=settings.voices_dir)
 
     def on_load(engine) -> None:
@@ -49,7 +50,8 @@ def create_manager(settings: Settings) -> ModelManager:
     if not settings.engine_url:
         model_id = default_model_id(settings.model_dir, settings.models_dir)
         return ModelManager(model_id, loader=load_local, idle_unload_s=settings.idle_unload_s,
-                            concurrency=settings.concurrency, models_dir=settings.models_dir, on_load=on_load)
+                            concurrency=settings.concurrency, models_dir=settings.models_dir, on_load=on_load,
+                            load_options=options)
 
     from .remote import RemoteEngine, describe_remote
 
@@ -65,7 +67,7 @@ def create_manager(settings: Settings) -> ModelManager:
         return describe_remote(url, key) if mid == url else describe(mid)
 
     return ModelManager(url, loader=loader, idle_unload_s=settings.idle_unload_s, concurrency=settings.concurrency,
-                        models_dir=None, on_load=on_load, describe_model=describe_model)
+                        models_dir=None, on_load=on_load, describe_model=describe_model, load_options=options)
 
 
 def public_warning(settings: Settings) -> str | None:

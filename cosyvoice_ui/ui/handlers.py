@@ -34,7 +34,6 @@ HISTORY_LIMIT = 20
 class OutputOptions:
     normalize: bool = True
     fmt: str = "wav"
-    fast: bool = False
 
 
 def _lang(request) -> str:

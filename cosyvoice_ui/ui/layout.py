@@ -90,11 +90,12 @@ def build_ui(manager: "ModelManager", settings: "Settings", output_dir: "Path | 
             with gr.Row():
                 normalize = gr.Checkbox(value=True, label=t("normalize"))
                 fmt = gr.Dropdown(["wav", "mp3", "flac"], value="wav", label=t("format"))
-                fast = gr.Checkbox(value=False, label=t("fast"), visible=False)
+                fast = gr.Checkbox(value=manager.load_options.get("precision") == "fast", label=t("fast"),
+                                   visible=bool(info and info.family != "offline"))
         history = gr.BrowserState([], storage_key="cosyvoice_history")
         # The browser's language, filled in on page load: error messages follow it (labels use gr.I18n).
         browser_lang = gr.Textbox(value="en", visible=False)
-        option_inputs = [normalize, fmt, fast, browser_lang, history]
+        option_inputs = [normalize, fmt, browser_lang, history]
 
         with gr.Tabs():
             with gr.Tab(t("tab_clone"), id="clone"):
@@ -156,27 +157,27 @@ def build_ui(manager: "ModelManager", settings: "Settings", output_dir: "Path | 
                                         f"{entry.get('text', '')}")
                             gr.Audio(entry.get("file"), interactive=False, show_label=False)
                             rerun = gr.Button(t("rerun"), size="sm", scale=0)
-                            rerun.click(rerun_entry(entry), inputs=[normalize, fmt, fast, browser_lang, history],
+                            rerun.click(rerun_entry(entry), inputs=[normalize, fmt, browser_lang, history],
                                         outputs=history)
 
                 clear.click(lambda: [], outputs=history, queue=False, api_visibility="private")
 
         # --- events ---------------------------------------------------------------------------------
 
-        def options(normalize_v, fmt_v, fast_v) -> OutputOptions:
-            return OutputOptions(bool(normalize_v), fmt_v or "wav", bool(fast_v))
+        def options(normalize_v, fmt_v) -> OutputOptions:
+            return OutputOptions(bool(normalize_v), fmt_v or "wav")
 
         def tab(make_meta, fields: list[str]):
             """The handler and validator of a tab whose first inputs are `fields` (passed to `make_meta`)."""
             n = len(fields)
-            names = fields + ["speed", "seed", "stream", "normalize", "fmt", "fast", "lang", "history"]
+            names = fields + ["speed", "seed", "stream", "normalize", "fmt", "lang", "history"]
 
             def run(*values):
                 *values, request, progress = values
                 meta = make_meta(*values[:n])
-                speed, seed, stream, normalize_v, fmt_v, fast_v, lang, hist = values[n:]
+                speed, seed, stream, normalize_v, fmt_v, lang, hist = values[n:]
                 req = request_from_meta(meta, speed, seed, stream)
-                yield from handlers.run(req, options(normalize_v, fmt_v, fast_v), hist, request, progress, meta,
+                yield from handlers.run(req, options(normalize_v, fmt_v), hist, request, progress, meta,
                                         strings.language_of(lang))
 
             def validate(*values):
@@ -201,11 +202,11 @@ def build_ui(manager: "ModelManager", settings: "Settings", output_dir: "Path | 
             return run, validate
 
         def rerun_entry(entry: dict):
-            def rerun(normalize_v, fmt_v, fast_v, lang, hist, request: gr.Request, progress=gr.Progress()):
+            def rerun(normalize_v, fmt_v, lang, hist, request: gr.Request, progress=gr.Progress()):
                 meta = entry.get("request") or {}
                 req = request_from_meta(meta, entry.get("speed"), entry.get("seed"))
                 result = None
-                for result in handlers.run(req, options(normalize_v, fmt_v, fast_v), hist, request, progress, meta,
+                for result in handlers.run(req, options(normalize_v, fmt_v), hist, request, progress, meta,
                                            strings.language_of(lang)):
                     pass
                 return result[3] if result else hist
@@ -254,6 +255,12 @@ def build_ui(manager: "ModelManager", settings: "Settings", output_dir: "Path | 
                      outputs=saved_dropdowns, api_visibility="private")
         demo.load(refresh_voices, outputs=saved_dropdowns, queue=False, api_visibility="private")
 
+        def switch_precision(enabled: bool, lang: str):
+            if manager.set_option("precision", "fast" if enabled else "stock"):
+                gr.Info(strings.label("precision_switched", strings.language_of(lang)))
+
+        fast.change(switch_precision, inputs=[fast, browser_lang], api_visibility="private")
+
         for button in tag_buttons:
             button.click(lambda text, tag=button.value: (text or "") + tag, inputs=x_text, outputs=x_text,
                          queue=False, api_visibility="private")
@@ -276,9 +283,10 @@ def build_ui(manager: "ModelManager", settings: "Settings", output_dir: "Path | 
                 gr.update(visible=instruct and not can_instruct),
                 gr.update(choices=speakers, value=speakers[0] if speakers else None),
                 gr.update(visible=not speakers),
+                gr.update(visible=bool(current and current.family not in ("offline", "fallback"))),
             )
 
-        adapt_outputs = [x_prompt, x_speaker, x_instruct, x_instruct_examples, x_note, s_speaker, s_note]
+        adapt_outputs = [x_prompt, x_speaker, x_instruct, x_instruct_examples, x_note, s_speaker, s_note, fast]
         x_sub.change(adapt, inputs=x_sub, outputs=adapt_outputs, queue=False, api_visibility="private")
         panel.changed.then(adapt, inputs=x_sub, outputs=adapt_outputs, queue=False, api_visibility="private")
         demo.load(adapt, inputs=x_sub, outputs=adapt_outputs, queue=False, api_visibility="private")
