@@ -21,6 +21,7 @@ from ..voices import save_voice
 from .requests import clone_meta, cross_meta, field_of, prompt_from_file, request_from_meta, sft_meta, vc_meta
 from .model_panel import build_model_panel
 
+RECOMMENDED_MODEL = "CosyVoice-300M-SFT"  # presets + cloning: what the "get real cloning" button downloads
 TAGS = ("[laughter]", "[breath]", "<strong></strong>", "<laughter></laughter>", "[noise]", "[cough]")
 CLONE_EXAMPLES = [
     ["Hello! This voice was cloned from just a few seconds of audio.", 1],
@@ -73,6 +74,9 @@ def build_ui(manager: "ModelManager", settings: "Settings", output_dir: "Path | 
         gr.Markdown(t("subtitle"))
         gr.Markdown(t("public_warning"), visible=settings.is_public and not settings.auth, elem_id="public-warning")
         gr.Markdown(t("no_model"), visible=manager.model_id == OFFLINE_ID and info is None, elem_id="no-model")
+        with gr.Row(visible=bool(info and info.notes), elem_id="backend-notes") as notes_row:
+            notes = gr.Markdown(f"ℹ️ {info.notes}" if info and info.notes else "")
+            get_real = gr.Button(t("get_cosyvoice"), size="sm", scale=0, min_width=220)
         if share is not None and settings.share:
             share_md = gr.Markdown("Creating the public share link…", elem_id="share-status")
             share_timer = gr.Timer(1.0)
@@ -261,6 +265,11 @@ def build_ui(manager: "ModelManager", settings: "Settings", output_dir: "Path | 
 
         fast.change(switch_precision, inputs=[fast, browser_lang], api_visibility="private")
 
+        def download_recommended(progress=gr.Progress()):
+            return panel.download(RECOMMENDED_MODEL, progress)
+
+        get_real.click(download_recommended, outputs=[panel.model, panel.state], api_visibility="private")
+
         for button in tag_buttons:
             button.click(lambda text, tag=button.value: (text or "") + tag, inputs=x_text, outputs=x_text,
                          queue=False, api_visibility="private")
@@ -284,9 +293,12 @@ def build_ui(manager: "ModelManager", settings: "Settings", output_dir: "Path | 
                 gr.update(choices=speakers, value=speakers[0] if speakers else None),
                 gr.update(visible=not speakers),
                 gr.update(visible=bool(current and current.family not in ("offline", "fallback"))),
+                gr.update(visible=bool(current and current.notes)),
+                gr.update(value=f"ℹ️ {current.notes}" if current and current.notes else ""),
             )
 
-        adapt_outputs = [x_prompt, x_speaker, x_instruct, x_instruct_examples, x_note, s_speaker, s_note, fast]
+        adapt_outputs = [x_prompt, x_speaker, x_instruct, x_instruct_examples, x_note, s_speaker, s_note, fast,
+                         notes_row, notes]
         x_sub.change(adapt, inputs=x_sub, outputs=adapt_outputs, queue=False, api_visibility="private")
         panel.changed.then(adapt, inputs=x_sub, outputs=adapt_outputs, queue=False, api_visibility="private")
         demo.load(adapt, inputs=x_sub, outputs=adapt_outputs, queue=False, api_visibility="private")

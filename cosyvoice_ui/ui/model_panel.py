@@ -18,6 +18,9 @@ log = logging.getLogger(__name__)
 @dataclass
 class ModelPanel:
     changed: object  # the event that fires after the model choice changed (chain `.then` on it)
+    model: object  # the model dropdown
+    state: object  # the state markdown
+    download: object  # fn(name, progress) -> (model dropdown update, state markdown): reuse for other buttons
 
 
 def state_markdown(manager: ModelManager) -> str:
@@ -98,4 +101,4 @@ def build_model_panel(manager: ModelManager, settings: Settings, t) -> ModelPane
     unload.click(on_unload, outputs=state, queue=False, api_visibility="private")
     fetch.click(on_download, inputs=catalogue, outputs=[model, state], api_visibility="private")
     timer.tick(lambda: state_markdown(manager), outputs=state, queue=False, api_visibility="private")
-    return ModelPanel(changed=changed)
+    return ModelPanel(changed=changed, model=model, state=state, download=on_download)

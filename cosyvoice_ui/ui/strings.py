@@ -70,6 +70,7 @@ LABELS_EN: dict[str, str] = {
     "voice_name_missing": "Give the voice a name before saving it.",
     "precision_switched": "The model will be reloaded with the new precision on the next request.",
     "voice_saved": "Saved the voice “{name}”; pick it under “Saved voice” in any tab.",
+    "get_cosyvoice": "Download CosyVoice-300M-SFT (1.7 GB)",
     "save_voice": "Save this voice",
     "voice_name": "Name for the saved voice",
 }
@@ -134,6 +135,7 @@ LABELS_ZH: dict[str, str] = {
     "voice_name_missing": "请先为声音命名再保存。",
     "precision_switched": "下次生成时将以新的精度重新加载模型。",
     "voice_saved": "已保存声音“{name}”，可在各页的“已保存的声音”中选择。",
+    "get_cosyvoice": "下载 CosyVoice-300M-SFT（1.7 GB）",
     "save_voice": "保存此声音",
     "voice_name": "保存的声音名称",
 }
