@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field
 
 MAX_SEED = 2**31 - 1
@@ -30,6 +32,8 @@ class TTSBody(BaseModel):
     stream: bool = Field(False, description="chunked audio body (wav or pcm) that starts before synthesis ends")
     normalize: bool = Field(True, description="bring the result to -20 LUFS")
     text_frontend: bool = Field(True, description="normalise and split the text first")
+    voice_match: Literal["quick", "refine"] = Field(
+        "quick", description="offline default voice only: quick (seconds) or refine (about a minute) prompt matching")
 
 
 class TTSResult(BaseModel):

@@ -119,7 +119,7 @@ class ApiService:
             prompt_text=body.prompt_text, instruct_text=body.instruct_text,
             speaker=voice.id if voice else body.speaker,
             source_audio=self.decode_audio(body.source_audio, "source_audio"), speed=body.speed, seed=body.seed,
-            stream=body.stream, text_frontend=body.text_frontend)
+            stream=body.stream, text_frontend=body.text_frontend, voice_match=body.voice_match)
         fmt = self.output_format(body.format, streamed=body.stream)
         return self._finish(request, voice, fmt, body.normalize, info)
 

@@ -57,6 +57,8 @@ def _add_synth(sub) -> None:
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--stream", action="store_true", help="write chunks as they are produced")
     p.add_argument("--no-text-frontend", action="store_true", help="skip text normalisation and splitting")
+    p.add_argument("--voice-match", default="quick", choices=["quick", "refine"],
+                   help="offline default voice only: how closely to match --prompt-wav (refine takes ~1 min)")
     p.add_argument("--device", default="auto")
     p.add_argument("--precision", default="stock", choices=["stock", "fast"])
     p.add_argument("--format", default=None, help="wav, mp3, flac or pcm (default: from --out's extension)")
@@ -140,6 +142,7 @@ def _request(args, text: str):
         prompt_text=args.prompt_text, instruct_text=args.instruct, speaker=args.speaker,
         source_audio=read_audio(args.source_wav, "source audio") if args.source_wav else None,
         speed=args.speed, seed=args.seed, stream=args.stream, text_frontend=not args.no_text_frontend,
+        voice_match=args.voice_match,
     )
 
 

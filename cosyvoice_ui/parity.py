@@ -116,8 +116,10 @@ class ParityRun:
     def check_llm(self) -> None:
         from .models.llm import load_llm
         from .models.sampling import RasSampler
+        from .models.speed import speed_up_llm
 
         llm = load_llm(self.fx.config.llm, read_state_dict(self.fx.path / "llm.pt"))
+        speed_up_llm(llm, "cpu")  # check the kernels the engine's stock precision actually runs
         for case, meta in self.fx.manifest["stages"]["llm"].items():
             def g(key: str) -> torch.Tensor:
                 return self.fx.get("llm", f"{case}.{key}")

@@ -50,7 +50,7 @@ def request_key(model: str, request: SynthesisRequest, voice_tag: str = "", **ex
         "voice": voice_tag, "prompt_audio": audio_digest(request.prompt_audio), "prompt_text": request.prompt_text,
         "instruct_text": request.instruct_text, "source_audio": audio_digest(request.source_audio),
         "speed": float(request.speed), "seed": int(request.seed), "stream": bool(request.stream),
-        "text_frontend": bool(request.text_frontend), **{k: str(v) for k, v in extra.items()},
+        "text_frontend": bool(request.text_frontend), "voice_match": request.voice_match, **{k: str(v) for k, v in extra.items()},
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 

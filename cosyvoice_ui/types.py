@@ -62,6 +62,8 @@ class SynthesisRequest:
         seed: makes the sampling reproducible; None draws a fresh seed.
         stream: yield audio segment by segment and chunk by chunk as it is produced.
         text_frontend: normalise and split text (turn off to feed the model raw text).
+        voice_match: for backends that only approximate a prompt's voice (EngineInfo.extras
+            ["voice_match"] == "approximate"): "quick" (seconds) or "refine" (a longer search).
     """
 
     mode: Mode
@@ -75,6 +77,7 @@ class SynthesisRequest:
     seed: int | None = None
     stream: bool = False
     text_frontend: bool = True
+    voice_match: str = "quick"
 
 
 @dataclass(frozen=True)

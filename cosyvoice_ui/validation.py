@@ -13,6 +13,7 @@ from .types import EngineInfo, Mode, SynthesisRequest
 MIN_SPEED, MAX_SPEED = 0.5, 2.0
 DEFAULT_MAX_TEXT_CHARS = 5000
 END_OF_PROMPT = "<|endofprompt|>"
+VOICE_MATCH_LEVELS = ("quick", "refine")
 
 
 def check_text(text: str, max_chars: int = DEFAULT_MAX_TEXT_CHARS) -> None:
@@ -65,6 +66,9 @@ def check_request(request: SynthesisRequest, info: EngineInfo | None, max_text_c
     if info is not None:
         check_mode(mode, info, needs)
     check_speed(request.speed)
+    if request.voice_match not in VOICE_MATCH_LEVELS:
+        raise InvalidRequest("bad_voice_match", f"voice_match {request.voice_match!r} is not one of "
+                             f"{', '.join(VOICE_MATCH_LEVELS)}", value=request.voice_match)
     if mode is not Mode.VC:
         check_text(request.text, max_text_chars)
     if mode in (Mode.SFT, Mode.INSTRUCT) and info is not None:

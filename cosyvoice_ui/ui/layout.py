@@ -33,6 +33,11 @@ SFT_EXAMPLES = [
 ]
 
 
+def approximate(info: "EngineInfo | None") -> bool:
+    """Backends that only approximate a prompt's voice offer a quick/refine switch."""
+    return bool(info and info.extras.get("voice_match") == "approximate")
+
+
 def _example_label(text: str, extra: object) -> str:
     return f"{text[:48]}{'…' if len(text) > 48 else ''} ({extra})"
 
@@ -105,6 +110,8 @@ def build_ui(manager: "ModelManager", settings: "Settings", output_dir: "Path | 
             with gr.Tab(t("tab_clone"), id="clone"):
                 c_prompt = gr.Audio(sources=["upload", "microphone"], type="filepath", label=t("prompt_audio"))
                 c_saved = gr.Dropdown(voice_choices(), value="", label=t("saved_voice"))
+                c_match = gr.Radio([(t("match_quick"), "quick"), (t("match_refine"), "refine")], value="quick",
+                                   label=t("voice_match"), visible=approximate(info))
                 c_transcript = gr.Textbox(label=t("prompt_text"), placeholder=t("prompt_text_ph"), lines=1)
                 c_text = gr.Textbox(label=t("text"), placeholder=t("text_ph"), lines=3)
                 with gr.Accordion(t("save_voice"), open=False, visible=voices is not None):
@@ -120,6 +127,8 @@ def build_ui(manager: "ModelManager", settings: "Settings", output_dir: "Path | 
                                  label=t("submode"))
                 x_prompt = gr.Audio(sources=["upload", "microphone"], type="filepath", label=t("prompt_audio"))
                 x_saved = gr.Dropdown(voice_choices(), value="", label=t("saved_voice"))
+                x_match = gr.Radio([(t("match_quick"), "quick"), (t("match_refine"), "refine")], value="quick",
+                                   label=t("voice_match"), visible=approximate(info))
                 x_speaker = gr.Dropdown(list(info.speakers) if info else [], label=t("speaker"), visible=False)
                 x_instruct = gr.Textbox(label=t("instruct_text"), placeholder=t("instruct_ph"), visible=False)
                 x_instruct_examples = gr.Dataset(components=[gr.Textbox(visible=False)], label=t("instruct_examples"),
@@ -224,10 +233,10 @@ def build_ui(manager: "ModelManager", settings: "Settings", output_dir: "Path | 
             stop_button.click(handlers.stop, cancels=[event], queue=False, api_visibility="private")
             return event
 
-        wire(c_go, c_stop, clone_meta, ["prompt", "saved", "prompt_text", "text"],
-             [c_prompt, c_saved, c_transcript, c_text, c_speed, c_seed, c_stream], [c_audio, c_file, c_info])
-        wire(x_go, x_stop, cross_meta, ["submode", "prompt", "saved", "speaker", "instruct_text", "text"],
-             [x_sub, x_prompt, x_saved, x_speaker, x_instruct, x_text, x_speed, x_seed, x_stream],
+        wire(c_go, c_stop, clone_meta, ["prompt", "saved", "prompt_text", "text", "voice_match"],
+             [c_prompt, c_saved, c_transcript, c_text, c_match, c_speed, c_seed, c_stream], [c_audio, c_file, c_info])
+        wire(x_go, x_stop, cross_meta, ["submode", "prompt", "saved", "speaker", "instruct_text", "text", "voice_match"],
+             [x_sub, x_prompt, x_saved, x_speaker, x_instruct, x_text, x_match, x_speed, x_seed, x_stream],
              [x_audio, x_file, x_info])
         wire(s_go, s_stop, sft_meta, ["speaker", "text"], [s_speaker, s_text, s_speed, s_seed, s_stream],
              [s_audio, s_file, s_info])
@@ -295,10 +304,12 @@ def build_ui(manager: "ModelManager", settings: "Settings", output_dir: "Path | 
                 gr.update(visible=bool(current and current.family not in ("offline", "fallback"))),
                 gr.update(visible=bool(current and current.notes)),
                 gr.update(value=f"ℹ️ {current.notes}" if current and current.notes else ""),
+                gr.update(visible=approximate(current)),
+                gr.update(visible=approximate(current) and not instruct),
             )
 
         adapt_outputs = [x_prompt, x_speaker, x_instruct, x_instruct_examples, x_note, s_speaker, s_note, fast,
-                         notes_row, notes]
+                         notes_row, notes, c_match, x_match]
         x_sub.change(adapt, inputs=x_sub, outputs=adapt_outputs, queue=False, api_visibility="private")
         panel.changed.then(adapt, inputs=x_sub, outputs=adapt_outputs, queue=False, api_visibility="private")
         demo.load(adapt, inputs=x_sub, outputs=adapt_outputs, queue=False, api_visibility="private")

@@ -51,6 +51,7 @@ def request_from_meta(meta: dict, speed: float = 1.0, seed: int | None = 0, stre
         speed=float(speed if speed is not None else 1.0),
         seed=int(seed) if seed is not None else 0,
         stream=bool(stream),
+        voice_match=meta.get("voice_match") or "quick",
     )
 
 
@@ -61,14 +62,15 @@ def _voice(prompt, saved: str | None) -> dict:
     return {"prompt": prompt, "voice": "sample"}
 
 
-def clone_meta(prompt, saved, transcript, text) -> dict:
-    return {"mode": "zero_shot", **_voice(prompt, saved), "prompt_text": transcript, "text": text}
+def clone_meta(prompt, saved, transcript, text, voice_match: str = "quick") -> dict:
+    return {"mode": "zero_shot", **_voice(prompt, saved), "prompt_text": transcript, "text": text,
+            "voice_match": voice_match}
 
 
-def cross_meta(sub, prompt, saved, speaker, instruct, text) -> dict:
+def cross_meta(sub, prompt, saved, speaker, instruct, text, voice_match: str = "quick") -> dict:
     if sub == "instruct":
         return {"mode": "instruct", "speaker": speaker, "instruct_text": instruct, "text": text, "voice": speaker}
-    return {"mode": "cross_lingual", **_voice(prompt, saved), "text": text}
+    return {"mode": "cross_lingual", **_voice(prompt, saved), "text": text, "voice_match": voice_match}
 
 
 def sft_meta(speaker, text) -> dict:

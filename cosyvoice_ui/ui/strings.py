@@ -71,6 +71,9 @@ LABELS_EN: dict[str, str] = {
     "precision_switched": "The model will be reloaded with the new precision on the next request.",
     "voice_saved": "Saved the voice “{name}”; pick it under “Saved voice” in any tab.",
     "get_cosyvoice": "Download CosyVoice-300M-SFT (1.7 GB)",
+    "voice_match": "Voice match (offline default voice)",
+    "match_quick": "Quick (seconds)",
+    "match_refine": "Refine (about a minute, closer)",
     "save_voice": "Save this voice",
     "voice_name": "Name for the saved voice",
 }
@@ -136,6 +139,9 @@ LABELS_ZH: dict[str, str] = {
     "precision_switched": "下次生成时将以新的精度重新加载模型。",
     "voice_saved": "已保存声音“{name}”，可在各页的“已保存的声音”中选择。",
     "get_cosyvoice": "下载 CosyVoice-300M-SFT（1.7 GB）",
+    "voice_match": "声音匹配（离线默认声音）",
+    "match_quick": "快速（几秒）",
+    "match_refine": "精细（约一分钟，更接近）",
     "save_voice": "保存此声音",
     "voice_name": "保存的声音名称",
 }

@@ -1,0 +1,141 @@
+"""Voice styles (blends + offsets) and the on-disk voice store / match cache."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cosyvoice_ui.errors import InvalidRequest
+from cosyvoice_ui.offline.styles import MAX_OFFSET, StyleSpace, VoiceStyle, describe
+from cosyvoice_ui.offline.store import MatchResult, VoiceStore, audio_sha256, read_match, write_match
+
+NAMES = ("v_a", "v_b", "v_c")
+
+
+@pytest.fixture()
+def space() -> StyleSpace:
+    rng = np.random.default_rng(0)
+    return StyleSpace({n: rng.standard_normal((510, 256)).astype(np.float32) for n in NAMES})
+
+
+def test_stock_pack_is_the_voice(space: StyleSpace) -> None:
+    pack = space.pack(space.stock("v_b"))
+    assert pack.shape == (510, 256)
+    np.testing.assert_array_equal(pack, space.packs[1])
+
+
+def test_blend_and_offset(space: StyleSpace) -> None:
+    offset = np.full(256, 0.5, np.float32)
+    style = VoiceStyle(weights={"v_a": 3.0, "v_c": 1.0}, offset=offset)  # weights are renormalised
+    expected = 0.75 * space.packs[0] + 0.25 * space.packs[2] + 0.5 * space.sigma[None, :]
+    np.testing.assert_allclose(space.pack(style), expected, atol=1e-5)
+
+
+def test_unknown_voice_is_refused(space: StyleSpace) -> None:
+    with pytest.raises(KeyError, match="known: v_a, v_b, v_c"):
+        space.pack(VoiceStyle(weights={"nope": 1.0}))
+    with pytest.raises(KeyError):
+        space.stock("nope")
+
+
+def test_encode_decode_round_trip(space: StyleSpace) -> None:
+    style = space.sample(np.random.default_rng(3))
+    again = space.decode(space.encode(style))
+    np.testing.assert_allclose(space.pack(again), space.pack(style), atol=1e-3)
+
+
+def test_decode_clips_the_offset(space: StyleSpace) -> None:
+    theta = np.concatenate([np.zeros(3), np.full(256, 10.0)])
+    assert np.all(space.decode(theta).offset <= MAX_OFFSET)
+
+
+def test_sample_is_seeded(space: StyleSpace) -> None:
+    a = space.sample(np.random.default_rng(7))
+    b = space.sample(np.random.default_rng(7))
+    c = space.sample(np.random.default_rng(8))
+    np.testing.assert_array_equal(space.pack(a), space.pack(b))
+    assert not np.allclose(space.pack(a), space.pack(c))
+
+
+def test_mix_is_linear(space: StyleSpace) -> None:
+    a, b = space.stock("v_a"), space.stock("v_b")
+    mixed = space.mix([a, b], np.array([1.0, 1.0]))
+    np.testing.assert_allclose(space.pack(mixed), 0.5 * (space.packs[0] + space.packs[1]), atol=1e-5)
+
+
+def test_style_json_round_trip(space: StyleSpace) -> None:
+    style = space.sample(np.random.default_rng(1))
+    data = json.loads(json.dumps(style.to_json()))
+    again = VoiceStyle.from_json(data)
+    np.testing.assert_allclose(space.pack(again), space.pack(style), atol=1e-4)
+    with pytest.raises(ValueError, match="256"):
+        VoiceStyle.from_json({"weights": {"v_a": 1}, "offset": [0.0, 1.0]})
+
+
+def test_describe() -> None:
+    text = describe(VoiceStyle(weights={"v_a": 0.6, "v_b": 0.4}, offset=np.full(256, 1.0, np.float32)))
+    assert text == "60% v_a + 40% v_b, offset 1.0σ"
+
+
+def test_store_save_list_load_delete(tmp_path: Path) -> None:
+    store = VoiceStore(tmp_path, reserved=("v_a",))
+    assert store.names() == []
+    style = VoiceStyle(weights={"v_b": 1.0})
+    store.save("My voice", style, source="match:quick", similarity=0.8)
+    store.save("other-1", style)
+    assert store.names() == ["My voice", "other-1"]
+    loaded = store.load("My voice")
+    assert loaded is not None and loaded.source == "match:quick" and loaded.similarity == 0.8
+    assert loaded.style.weights == {"v_b": 1.0}
+    assert store.delete("other-1") is True
+    assert store.delete("other-1") is False
+    assert store.names() == ["My voice"]
+    assert store.load("missing") is None
+
+
+@pytest.mark.parametrize("bad", ["", "  ", "../escape", "a/b", "x" * 65, ".hidden"])
+def test_store_rejects_bad_names(tmp_path: Path, bad: str) -> None:
+    with pytest.raises(InvalidRequest) as info:
+        VoiceStore(tmp_path).save(bad, VoiceStyle(weights={"v_a": 1.0}))
+    assert info.value.code == "voice_name_invalid"
+    assert not any(tmp_path.rglob("*.json"))
+
+
+def test_store_rejects_preset_names(tmp_path: Path) -> None:
+    with pytest.raises(InvalidRequest) as info:
+        VoiceStore(tmp_path, reserved=("v_a",)).save("v_a", VoiceStyle(weights={"v_a": 1.0}))
+    assert info.value.code == "voice_name_taken"
+
+
+def test_store_skips_corrupt_files(tmp_path: Path) -> None:
+    store = VoiceStore(tmp_path)
+    store.voices_dir.mkdir(parents=True)
+    (store.voices_dir / "broken.json").write_text("{not json", encoding="utf-8")
+    assert store.load("broken") is None
+
+
+def test_match_cache(tmp_path: Path) -> None:
+    store = VoiceStore(tmp_path)
+    samples = np.linspace(-1, 1, 100, dtype=np.float32)
+    key = audio_sha256(samples, 16000)
+    assert key != audio_sha256(samples, 24000)  # the rate is part of the key
+    assert key != audio_sha256(samples[::-1].copy(), 16000)
+    assert store.cached_match(key) is None
+    style = VoiceStyle(weights={"v_c": 1.0})
+    store.cache_match(key, MatchResult(style, 0.7, 0.5, "v_a", "refine", evaluations=9, seconds=3.0))
+    hit = store.cached_match(key)
+    assert hit is not None and hit.cached and hit.level == "refine"
+    assert (hit.similarity, hit.baseline, hit.baseline_voice) == (0.7, 0.5, "v_a")
+    assert hit.style.weights == {"v_c": 1.0}
+
+
+def test_match_file_fingerprint(tmp_path: Path) -> None:
+    path = tmp_path / "features-offline.json"
+    result = MatchResult(VoiceStyle(weights={"v_a": 1.0}), 0.6, 0.5, "v_a", "quick")
+    write_match(path, result, fingerprint="abc")
+    assert read_match(path, "abc") is not None
+    assert read_match(path, "other models") is None
+    assert read_match(tmp_path / "missing.json") is None
