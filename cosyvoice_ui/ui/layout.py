@@ -14,6 +14,7 @@ from ..manager import OFFLINE_ID, ModelManager
 from ..settings import Settings
 from ..types import EngineInfo, Mode
 from . import strings
+from .examples import EXAMPLE_TEXT, example_available, example_voice
 from .ffmpeg import ensure_ffmpeg
 from ..errors import InvalidRequest
 from .handlers import Handlers, OutputOptions
@@ -109,6 +110,7 @@ def build_ui(manager: "ModelManager", settings: "Settings", output_dir: "Path | 
         with gr.Tabs():
             with gr.Tab(t("tab_clone"), id="clone"):
                 c_prompt = gr.Audio(sources=["upload", "microphone"], type="filepath", label=t("prompt_audio"))
+                c_example = gr.Button(t("try_example"), size="sm", visible=example_available())
                 c_saved = gr.Dropdown(voice_choices(), value="", label=t("saved_voice"))
                 c_match = gr.Radio([(t("match_quick"), "quick"), (t("match_refine"), "refine")], value="quick",
                                    label=t("voice_match"), visible=approximate(info))
@@ -226,15 +228,27 @@ def build_ui(manager: "ModelManager", settings: "Settings", output_dir: "Path | 
 
             return rerun
 
-        def wire(button, stop_button, make_meta, fields, inputs, outputs):
+        def wire(button, stop_button, make_meta, fields, inputs, outputs, trigger=None):
             run, validate = tab(make_meta, fields)
             event = button.click(run, inputs=inputs + option_inputs, outputs=outputs + [history], validator=validate,
                                  concurrency_limit=settings.concurrency, concurrency_id="synthesis")
-            stop_button.click(handlers.stop, cancels=[event], queue=False, api_visibility="private")
+            cancels = [event]
+            if trigger is not None:  # another event that fills the inputs and then generates
+                cancels.append(trigger.then(run, inputs=inputs + option_inputs, outputs=outputs + [history],
+                                            concurrency_limit=settings.concurrency, concurrency_id="synthesis"))
+            stop_button.click(handlers.stop, cancels=cancels, queue=False, api_visibility="private")
             return event
 
+        def fill_example(text: str):
+            path, transcript = example_voice(handlers.output_dir / "examples")
+            return path, "", transcript, text if (text or "").strip() else EXAMPLE_TEXT
+
+        example_event = c_example.click(fill_example, inputs=c_text, outputs=[c_prompt, c_saved, c_transcript, c_text],
+                                        api_visibility="private")
+
         wire(c_go, c_stop, clone_meta, ["prompt", "saved", "prompt_text", "text", "voice_match"],
-             [c_prompt, c_saved, c_transcript, c_text, c_match, c_speed, c_seed, c_stream], [c_audio, c_file, c_info])
+             [c_prompt, c_saved, c_transcript, c_text, c_match, c_speed, c_seed, c_stream], [c_audio, c_file, c_info],
+             trigger=example_event)
         wire(x_go, x_stop, cross_meta, ["submode", "prompt", "saved", "speaker", "instruct_text", "text", "voice_match"],
              [x_sub, x_prompt, x_saved, x_speaker, x_instruct, x_text, x_match, x_speed, x_seed, x_stream],
              [x_audio, x_file, x_info])

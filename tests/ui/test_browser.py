@@ -141,3 +141,18 @@ def test_english_validation_error_names_the_problem(app_url: str, browser) -> No
     page.get_by_role("button", name="Generate").first.click()
     page.get_by_text("no prompt audio was given", exact=False).first.wait_for(timeout=30_000)
     context.close()
+
+
+def test_example_voice_button_generates_in_one_click(app_url: str, browser) -> None:
+    from cosyvoice_ui.ui.examples import example_available
+
+    if not example_available():
+        pytest.skip("no offline default voice installed to record the example with")
+    context = browser.new_context(locale="en-US")
+    page = context.new_page()
+    page.goto(app_url, wait_until="networkidle")
+    page.get_by_role("button", name="Try an example voice").click()
+    link = page.locator(".result-file a[download]").first
+    link.wait_for(timeout=180_000)
+    assert page.get_by_label("Transcript of the voice sample").input_value().startswith("I love exploring")
+    context.close()

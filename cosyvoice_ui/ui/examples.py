@@ -1,0 +1,46 @@
+"""A ready-made voice sample for newcomers: spoken once by the offline default voice, kept on disk."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+
+import numpy as np
+
+from .. import audio as audio_utils
+from ..errors import CosyVoiceError
+from ..manager import OFFLINE_ID, describe, load_any
+from ..types import Mode, SynthesisRequest
+
+log = logging.getLogger(__name__)
+
+EXAMPLE_TRANSCRIPT = "I love exploring new places, meeting people and trying different kinds of food."
+EXAMPLE_TEXT = "Hello! This is my cloned voice, reading a sentence I have never said before."
+_lock = threading.Lock()
+
+
+def example_available() -> bool:
+    """True when a no-download voice exists to record the example with."""
+    try:
+        describe(OFFLINE_ID)
+    except CosyVoiceError:
+        return False
+    return True
+
+
+def example_voice(folder: Path) -> tuple[str, str]:
+    """(path of a ~5 s example recording, its transcript); made on first use, then reused."""
+    path = folder / "example_voice.wav"
+    with _lock:
+        if not path.is_file():
+            engine = load_any(OFFLINE_ID)
+            try:
+                request = SynthesisRequest(Mode.SFT, text=EXAMPLE_TRANSCRIPT, speaker=engine.info.speakers[0], seed=1)
+                wave = np.concatenate([c.samples for c in engine.synthesize(request)])
+            finally:
+                engine.close()
+            folder.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(audio_utils.encode(wave, engine.info.sample_rate, "wav"))
+            log.info("example voice recorded to %s", path)
+    return str(path), EXAMPLE_TRANSCRIPT
