@@ -28,9 +28,9 @@ CLONE_EXAMPLES = [
     ["Hello! This voice was cloned from just a few seconds of audio.", 1],
     ["收到好友从远方寄来的生日礼物，那份意外的惊喜让我心中充满了快乐。", 2],
 ]
-SFT_EXAMPLES = [
-    ["你好，欢迎使用语音合成工作室。今天天气真不错。", "中文女"],
-    ["Welcome! This is a preset speaker reading a short sentence.", "英文男"],
+SFT_EXAMPLES = [  # text only: the speaker list depends on the loaded model
+    ["你好，欢迎使用语音合成工作室。今天天气真不错。"],
+    ["Welcome! This is a preset speaker reading a short sentence."],
 ]
 
 
@@ -148,8 +148,7 @@ def build_ui(manager: "ModelManager", settings: "Settings", output_dir: "Path | 
                                         value=(info.speakers[0] if info and info.speakers else None))
                 s_text = gr.Textbox(label=t("text"), placeholder=t("text_ph"), lines=3)
                 s_speed, s_seed, s_stream, s_go, s_stop, s_audio, s_file, s_info = _controls(t, can_stream)
-                gr.Examples(SFT_EXAMPLES, inputs=[s_text, s_speaker], label=t("examples"),
-                            example_labels=[_example_label(text, speaker) for text, speaker in SFT_EXAMPLES])
+                gr.Examples(SFT_EXAMPLES, inputs=[s_text], label=t("examples"))
 
             with gr.Tab(t("tab_vc"), id="vc"):
                 v_source = gr.Audio(sources=["upload", "microphone"], type="filepath", label=t("source_audio"))
