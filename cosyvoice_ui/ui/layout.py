@@ -72,6 +72,11 @@ def build_ui(manager: "ModelManager", settings: "Settings", output_dir: "Path | 
     def voice_choices() -> list[tuple[str, str]]:
         saved = [(f"{v.name} ({v.id})" if v.name != v.id else v.id, v.id) for v in voices.list()] if voices else []
         return [("—", "")] + saved
+
+    def precision_switchable(current: "EngineInfo | None") -> bool:
+        """Local CosyVoice models can reload in fast mode; remote and offline backends cannot."""
+        return bool(current and "precision" in current.extras and not settings.engine_url)
+
     handlers = Handlers(manager, settings, output_dir or Path("outputs"), voices=voices)
     info = manager.info()
 
@@ -101,7 +106,7 @@ def build_ui(manager: "ModelManager", settings: "Settings", output_dir: "Path | 
                 normalize = gr.Checkbox(value=True, label=t("normalize"))
                 fmt = gr.Dropdown(["wav", "mp3", "flac"], value="wav", label=t("format"))
                 fast = gr.Checkbox(value=manager.load_options.get("precision") == "fast", label=t("fast"),
-                                   visible=bool(info and info.family != "offline"))
+                                   visible=precision_switchable(info))
         history = gr.BrowserState([], storage_key="cosyvoice_history")
         # The browser's language, filled in on page load: error messages follow it (labels use gr.I18n).
         browser_lang = gr.Textbox(value="en", visible=False)
@@ -314,7 +319,7 @@ def build_ui(manager: "ModelManager", settings: "Settings", output_dir: "Path | 
                 gr.update(visible=instruct and not can_instruct),
                 gr.update(choices=speakers, value=speakers[0] if speakers else None),
                 gr.update(visible=not speakers),
-                gr.update(visible=bool(current and current.family not in ("offline", "fallback"))),
+                gr.update(visible=precision_switchable(current)),
                 gr.update(visible=bool(current and current.notes)),
                 gr.update(value=f"ℹ️ {current.notes}" if current and current.notes else ""),
                 gr.update(visible=approximate(current)),
