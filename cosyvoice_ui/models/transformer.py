@@ -54,37 +54,42 @@ class EspnetRelPositionTable:
 
 
 class KVCache:
-    """Keys and values of one attention layer during incremental decoding, in a preallocated buffer.
+    """Keys and values of one attention layer during incremental decoding, in preallocated buffers.
 
-    The buffer is [B, H, capacity, 2*Dk] (keys then values on the last axis, as upstream's cache
-    tensor); `append` writes the new positions in place and returns a view of the first K. Growing a
-    tensor cache with torch.cat instead copies all of it at every step, which at a few hundred
-    positions costs as much memory traffic as a good part of the weights. The capacity doubles when
-    outgrown, so a wrong size hint costs one copy, not correctness.
+    Keys and values live in two [B, H, capacity, Dk] buffers; `append` writes the new positions in
+    place and returns views of the first K. Growing a tensor cache with torch.cat instead copies all
+    of it at every step, and keeping keys and values in separate contiguous buffers (rather than
+    interleaved as upstream's [B, H, K, 2*Dk] cache tensor) lets the batch-1 attention products
+    stream them ~1.5x faster. The capacity doubles when outgrown, so a wrong size hint costs one
+    copy, not correctness.
     """
 
     def __init__(self, capacity: int = 0) -> None:
         self.capacity = capacity
         self.length = 0
-        self._buffer: torch.Tensor | None = None
+        self._k: torch.Tensor | None = None
+        self._v: torch.Tensor | None = None
 
-    def append(self, kv: torch.Tensor) -> torch.Tensor:
-        """kv [B, H, T, 2*Dk] new positions → [B, H, K, 2*Dk], every position so far (a view)."""
-        end = self.length + kv.size(2)
-        if self._buffer is None or end > self._buffer.size(2):
-            capacity = max(end, self.capacity, 2 * (0 if self._buffer is None else self._buffer.size(2)))
-            grown = kv.new_empty(kv.size(0), kv.size(1), capacity, kv.size(3))
-            if self._buffer is not None:
-                grown[:, :, : self.length] = self._buffer[:, :, : self.length]
-            self._buffer, self.capacity = grown, capacity
-        self._buffer[:, :, self.length : end] = kv
+    def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """k, v [B, H, T, Dk] of the new positions → keys and values [B, H, K, Dk] of all positions (views)."""
+        end = self.length + k.size(2)
+        if self._k is None or self._v is None or end > self._k.size(2):
+            capacity = max(end, self.capacity, 2 * (0 if self._k is None else self._k.size(2)))
+            grown = [x.new_empty(x.size(0), x.size(1), capacity, x.size(3)) for x in (k, v)]
+            if self._k is not None and self._v is not None:
+                grown[0][:, :, : self.length] = self._k[:, :, : self.length]
+                grown[1][:, :, : self.length] = self._v[:, :, : self.length]
+            self._k, self._v = grown
+            self.capacity = capacity
+        self._k[:, :, self.length : end] = k
+        self._v[:, :, self.length : end] = v
         self.length = end
-        return self._buffer[:, :, :end]
+        return self._k[:, :, :end], self._v[:, :, :end]
 
     def view(self) -> torch.Tensor:
-        """[B, H, K, 2*Dk]: the cached positions."""
-        assert self._buffer is not None, "empty cache"
-        return self._buffer[:, :, : self.length]
+        """[B, H, K, 2*Dk]: the cached positions in upstream's layout (a copy, for inspection)."""
+        assert self._k is not None and self._v is not None, "empty cache"
+        return torch.cat([self._k[:, :, : self.length], self._v[:, :, : self.length]], dim=-1)
 
 
 class RelPositionMultiHeadedAttention(nn.Module):
@@ -137,11 +142,12 @@ class RelPositionMultiHeadedAttention(nn.Module):
         q = self._heads(self.linear_q(x))
         k = self._heads(self.linear_k(x))
         v = self._heads(self.linear_v(x))
-        new_cache = torch.cat([k, v], dim=-1)
         if isinstance(cache, KVCache):
-            k, v = cache.append(new_cache).split(self.d_k, dim=-1)
-            new_cache = cache
-        elif cache is not None and cache.size(2) > 0:
+            k, v = cache.append(k, v)
+            new_cache: KVCache | torch.Tensor = cache
+        else:
+            new_cache = torch.cat([k, v], dim=-1)
+        if isinstance(cache, torch.Tensor) and cache.size(2) > 0:
             # Grow the cache with one copy and use views of it as k and v (splitting the old cache
             # and concatenating three times copied it three times per step).
             new_cache = torch.cat([cache, new_cache], dim=2)
@@ -371,4 +377,5 @@ class RelPositionProjections:
         half = max(abs(r_high), abs(r_low)) + 1
         vectors = self._encoder.pos_table.vectors(half, weight.device, weight.dtype)  # r = half-1 ... -(half-1)
         vectors = vectors[half - 1 - r_high : half - r_low]
-        return [layer.self_attn.project_positions(vectors) for layer in self._encoder.encoders]
+        # Contiguous per head: each step reads K rows of every head's table, and strided rows stream slower.
+        return [layer.self_attn.project_positions(vectors).contiguous() for layer in self._encoder.encoders]

@@ -1,0 +1,353 @@
+"""Benchmark the CosyVoice engine on a fixed workload, per stage, against a floor measured on this machine.
+
+    python benchmarks/bench_engine.py                      # full-size CosyVoice-300M, random weights
+    python benchmarks/bench_engine.py --precision fast --deviation
+    python benchmarks/bench_engine.py --model-dir pretrained_models/CosyVoice-300M
+    python benchmarks/bench_engine.py --tiny --json        # seconds; what CI runs (no timing checks)
+
+Model: the official CosyVoice-300M architecture and file format with random weights (same bytes and
+FLOPs as the real model), written once to --cache-dir and loaded through the real loader (torch.load +
+strict load_state_dict), so `load_s` is the real load path; or a real folder with --model-dir.
+
+Workload (performance-facts.md §7): see workload.py. Reported per stage (medians, with min/max):
+frontend (once, then again for the same voice: a cache hit), LLM prefill, LLM decode tokens/s, flow,
+HiFT; overall RTF, streaming first-chunk latency, load time, peak RSS.
+
+Floor: LLM weight bytes per decoded token × tokens ÷ memory read bandwidth, plus the flow and HiFT
+FLOPs counted on this very workload (torch.utils.flop_counter, matmul/conv/attention) ÷ the GEMM
+rate, both measured on this machine in the same run (machine.py, in a child process, before and after
+the engine runs; the better of the two is kept). `ratio_to_floor` = RTF ÷ floor RTF. The LLM prefill
+and the KV/position reads are not in the floor (it is a lower bound).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))  # run as a script from any directory, without installing the package
+
+import torch  # noqa: E402
+from torch import nn  # noqa: E402
+
+from cosyvoice_ui.families import UPSTREAM_STREAMING_V1, VARIANT_FILE  # noqa: E402
+from cosyvoice_ui.loader import load_cosyvoice  # noqa: E402
+from cosyvoice_ui.models.speed import FastSettings, PackedLinear  # noqa: E402
+from cosyvoice_ui.testing.signals import voice_clip  # noqa: E402
+
+from workload import Workload, build_input, render_offline, render_streaming  # noqa: E402
+
+log = logging.getLogger("bench_engine")
+HERE = Path(__file__).resolve().parent
+DEFAULT_CACHE = Path(tempfile.gettempdir()) / "cosyvoice_ui_bench"
+
+
+# --- model folders ---------------------------------------------------------------------------------
+
+def full_size_folder(cache_dir: Path, seed: int = 0) -> Path:
+    """A full-size random CosyVoice-300M folder (≈1.7 GB), written once (in a child process, so its
+    build does not count towards this process's peak RSS) and reused."""
+    folder = cache_dir / f"CosyVoice-300M-random-seed{seed}"
+    if (folder / VARIANT_FILE).is_file():
+        return folder
+    partial = cache_dir / (folder.name + ".partial")
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    log.warning("writing the full-size random model to %s (once; about a minute)", folder)
+    subprocess.run([sys.executable, "-m", "cosyvoice_ui.testing.tiny_model", str(partial), "--full-size",
+                    "--seed", str(seed)], check=True, cwd=REPO, stdout=subprocess.DEVNULL)
+    partial.rename(folder)
+    return folder
+
+
+def tiny_folder(scratch: Path) -> Path:
+    from cosyvoice_ui.testing.tiny_model import write_tiny_model
+
+    return write_tiny_model(scratch / "tiny")
+
+
+def is_random(folder: Path) -> bool:
+    marker = folder / VARIANT_FILE
+    return marker.is_file() and bool(json.loads(marker.read_text(encoding="utf-8")).get("tiny_random"))
+
+
+# --- machine and floor -----------------------------------------------------------------------------
+
+def measure_machine(threads: int | None, small: bool) -> dict[str, float]:
+    cmd = [sys.executable, str(HERE / "machine.py"), "--json"]
+    if threads:
+        cmd += ["--threads", str(threads)]
+    if small:
+        cmd += ["--buffer-mb", "64", "--gemm-n", "512", "--repeats", "2"]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def llm_bytes_per_token(llm: nn.Module) -> int:
+    """Weight bytes one decoding step reads: the LLM's layers and output head. `linear_pos` is left
+    out: its projections are computed once per decode, not per token."""
+    total = 0
+    for part in (llm.llm, llm.llm_decoder):
+        for name, module in part.named_modules():
+            if name.endswith("linear_pos"):
+                continue
+            for p in module.parameters(recurse=False):
+                total += p.numel() * p.element_size()
+            if isinstance(module, PackedLinear):  # weights outside the parameter list
+                total += module.in_features * module.out_features * 4
+                total += 0 if module.bias is None else module.bias.numel() * 4
+            weight = getattr(module, "weight", None)
+            if callable(weight) and not isinstance(weight, torch.Tensor):  # dynamic-quantised Linear
+                w = weight()
+                total += w.numel() * w.element_size()
+                bias = module.bias()
+                total += 0 if bias is None else bias.numel() * bias.element_size()
+    return total
+
+
+def _sdpa_cpu_flops(query_shape, key_shape, value_shape, *args, out_shape=None, **kwargs) -> int:
+    """Q·Kᵀ and A·V of the CPU flash-attention kernel, which flop_counter does not know."""
+    b, h, t_q, d = query_shape
+    return 4 * b * h * t_q * key_shape[-2] * d
+
+
+def count_flops(engine, model_input, tokens: list[int], seed: int) -> tuple[int, int]:
+    """FLOPs of one whole-utterance flow call and HiFT call on these tokens (matmul, conv, attention)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    mapping = {torch.ops.aten._scaled_dot_product_flash_attention_for_cpu: _sdpa_cpu_flops}
+    prompt = engine._flow_prompt(model_input)
+    generator = torch.Generator().manual_seed(seed)
+    with torch.inference_mode():
+        with FlopCounterMode(display=False, custom_mapping=mapping) as flow_counter:
+            mel, _ = engine.flow.inference(torch.tensor([tokens]), prompt.prompt_token, prompt.prompt_feat,
+                                           prompt.embedding, generator=generator, n_timesteps=engine.n_timesteps)
+        with FlopCounterMode(display=False, custom_mapping=mapping) as hift_counter:
+            engine.hift.inference(mel, generator=generator)
+    return flow_counter.get_total_flops(), hift_counter.get_total_flops()
+
+
+def floor_estimate(machine: dict, llm_bytes: int, tokens: int, flow_flops: int, hift_flops: int,
+                   bf16_flow: bool) -> dict[str, float]:
+    gemm = machine["bf16_gflop_s"] if bf16_flow and machine.get("bf16_gflop_s") else machine["fp32_gflop_s"]
+    llm_s = llm_bytes * tokens / (machine["read_gb_s"] * 1e9)
+    flow_s = flow_flops / (gemm * 1e9)
+    hift_s = hift_flops / (machine["fp32_gflop_s"] * 1e9)
+    return {"llm_bytes_per_token": llm_bytes, "llm_s": llm_s, "flow_flops": flow_flops, "flow_s": flow_s,
+            "flow_gemm_gflop_s": gemm, "hift_flops": hift_flops, "hift_s": hift_s,
+            "total_s": llm_s + flow_s + hift_s}
+
+
+# --- the benchmark ---------------------------------------------------------------------------------
+
+def spread(values: list[float]) -> dict[str, float]:
+    return {"min": min(values), "median": statistics.median(values), "max": max(values)}
+
+
+def run(args: argparse.Namespace, scratch: Path) -> dict:
+    """The whole benchmark; `scratch` is a temporary folder (the tiny model is written there)."""
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    workload = Workload(output_tokens=args.tokens)
+    cache_dir = Path(args.cache_dir)
+    if args.model_dir:
+        folder = Path(args.model_dir)
+    elif args.tiny:
+        folder = tiny_folder(scratch)
+    else:
+        folder = full_size_folder(cache_dir)
+    random_weights = is_random(folder)
+    machine = measure_machine(args.threads, small=args.tiny)
+
+    start = time.perf_counter()
+    engine = load_cosyvoice(folder, device="cpu", precision=args.precision, threads=args.threads,
+                            n_timesteps=args.n_timesteps)
+    load_s = time.perf_counter() - start
+    if args.upstream_schedule:
+        engine.streaming_spec = UPSTREAM_STREAMING_V1
+
+    voice = voice_clip(workload.prompt_seconds)
+    start = time.perf_counter()
+    features = engine.encode_voice(voice)
+    frontend_s = time.perf_counter() - start
+    start = time.perf_counter()
+    again = engine.encode_voice(voice)
+    frontend_cached_s = time.perf_counter() - start
+    model_input = build_input(engine, features, workload)
+
+    offline = [render_offline(engine, model_input, workload.output_tokens, args.seed) for _ in range(args.runs)]
+    audio_s = offline[0][2].numel() / engine.info.sample_rate
+    streams = [render_streaming(engine, model_input, workload.output_tokens, args.seed)
+               for _ in range(args.stream_runs)]
+    peak_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
+
+    # Measured again at the end, keeping the better of each rate: on a shared machine another process
+    # may slow one measurement, and the floor should use what the machine can do (a lower bound).
+    after = measure_machine(args.threads, small=args.tiny)
+    machine = {key: max(value, after[key]) for key, value in machine.items()}
+
+    tokens = offline[0][1].token_ids
+    flow_flops, hift_flops = count_flops(engine, model_input, tokens, args.seed)
+    bf16_flow = engine.info.extras.get("flow") == "bf16 estimator"
+    floor = floor_estimate(machine, llm_bytes_per_token(engine.llm), len(tokens), flow_flops, hift_flops, bf16_flow)
+    floor_rtf = floor["total_s"] / audio_s
+
+    walls = [wall for wall, _, _ in offline]
+    stages = {
+        "llm_prefill_s": spread([t.llm_prefill_s for _, t, _ in offline]),
+        "llm_decode_s": spread([t.llm_decode_s for _, t, _ in offline]),
+        "flow_s": spread([t.flow_s for _, t, _ in offline]),
+        "hift_s": spread([t.hift_s for _, t, _ in offline]),
+        "total_s": spread(walls),
+    }
+    decode_rates = [(t.tokens - 1) / t.llm_decode_s for _, t, _ in offline if t.llm_decode_s > 0]
+    rtf = statistics.median(walls) / audio_s
+    result = {
+        "precision": args.precision,
+        "rtf": rtf,
+        "rtf_min": min(walls) / audio_s,
+        "rtf_max": max(walls) / audio_s,
+        "first_chunk_s": statistics.median([first for first, *_ in streams]) if streams else None,
+        "load_s": load_s,
+        "peak_rss_mb": peak_rss_mb,
+        "llm_tokens_per_s": statistics.median(decode_rates) if decode_rates else 0.0,
+        "floor_rtf": floor_rtf,
+        "ratio_to_floor": rtf / floor_rtf,
+        "audio_s": audio_s,
+        "tokens": len(tokens),
+        "runs": args.runs,
+        "threads": torch.get_num_threads(),
+        "stages": stages,
+        "frontend_s": frontend_s,
+        "frontend_cached_s": frontend_cached_s,
+        "prompt_cache_hit": again is features,
+        "frontend_note": ("tiny ONNX stand-ins for CAM++ and the speech tokenizer (random model): not representative"
+                          if random_weights else "the folder's own ONNX models"),
+        "streaming": {
+            "first_chunk_s": spread([first for first, *_ in streams]) if streams else None,
+            "total_s": spread([total for _, total, _, _ in streams]) if streams else None,
+            "chunks": streams[0][2] if streams else 0,
+            "first_hop_tokens": engine.streaming_spec.token_first_hop_len,
+        },
+        "floor": floor,
+        "flops_source": "torch.utils.flop_counter on this workload (flow and HiFT, one whole-utterance call each)",
+        "machine": machine,
+        "engine": dict(engine.info.extras),
+        "model": {"folder": folder.name, "random_weights": random_weights, "tiny": bool(args.tiny)},
+        "workload": workload.describe(),
+        "torch": torch.__version__,
+    }
+    if args.deviation:
+        from deviation import fast_deviation
+
+        stock = engine if args.precision == "stock" else load_cosyvoice(folder, device="cpu", precision="stock")
+        result["deviation_fast_vs_stock"] = fast_deviation(stock, model_input, tokens, FastSettings(), args.seed)
+    return result
+
+
+# --- output ----------------------------------------------------------------------------------------
+
+def _row(name: str, v: dict[str, float], extra: str = "") -> str:
+    return f"  {name:<22}{v['min']:8.2f}{v['median']:9.2f}{v['max']:8.2f}  {extra}".rstrip()
+
+
+def format_report(r: dict) -> str:
+    s, f, m, st = r["stages"], r["floor"], r["machine"], r["streaming"]
+    weights = "random weights" if r["model"]["random_weights"] else "real weights"
+    cache = "hit, frontend skipped" if r["prompt_cache_hit"] else "MISS"
+    engine = ", ".join(f"{k}={v}" for k, v in r["engine"].items() if k != "saved_voices")
+    rate = r["llm_tokens_per_s"]
+    lines = [
+        f"{r['model']['folder']} ({weights}) · precision {r['precision']} · {r['threads']} threads · "
+        f"torch {r['torch']}",
+        f"workload: {r['workload']} → {r['audio_s']:.2f} s of audio",
+        f"engine: {engine}",
+        f"machine: read {m['read_gb_s']:.1f} GB/s, copy {m['copy_gb_s']:.1f} GB/s, batch-1 GEMV "
+        f"{m['gemv_gb_s']:.1f} GB/s, fp32 GEMM {m['fp32_gflop_s']:.0f} GFLOP/s, bf16 GEMM {m['bf16_gflop_s']:.0f}",
+        f"load {r['load_s']:.2f} s · peak RSS {r['peak_rss_mb']:.0f} MB",
+        f"frontend {r['frontend_s']:.3f} s ({r['frontend_note']}); same voice again "
+        f"{r['frontend_cached_s'] * 1e3:.1f} ms (prompt cache {cache})",
+        f"  {'stage (s)':<22}{'min':>8}{'median':>9}{'max':>8}",
+        _row("LLM prefill", s["llm_prefill_s"]),
+        _row("LLM decode", s["llm_decode_s"], f"{rate:.1f} tokens/s, {1e3 / rate if rate else 0:.1f} ms/token"),
+        _row("flow", s["flow_s"]),
+        _row("HiFT", s["hift_s"]),
+        _row("total (offline)", s["total_s"], f"RTF {r['rtf']:.2f} [{r['rtf_min']:.2f}–{r['rtf_max']:.2f}]"),
+    ]
+    if st["first_chunk_s"]:
+        share = st["first_chunk_s"]["median"] / s["total_s"]["median"]
+        lines.append(_row("first chunk (stream)", st["first_chunk_s"],
+                          f"first hop {st['first_hop_tokens']} tokens, {st['chunks']} chunks, {share:.0%} of the "
+                          "offline total"))
+        lines.append(_row("stream total", st["total_s"]))
+    lines += [
+        f"floor: LLM {f['llm_bytes_per_token'] / 1e6:.0f} MB/token × {r['tokens']} ÷ read BW = {f['llm_s']:.2f} s"
+        f" + flow {f['flow_flops'] / 1e12:.3f} TFLOP = {f['flow_s']:.2f} s + HiFT {f['hift_flops'] / 1e12:.3f} TFLOP"
+        f" = {f['hift_s']:.2f} s → {f['total_s']:.2f} s, RTF {r['floor_rtf']:.2f}; measured/floor ="
+        f" {r['ratio_to_floor']:.2f}×",
+        f"  (FLOPs: {r['flops_source']})",
+    ]
+    dev = r.get("deviation_fast_vs_stock")
+    if dev:
+        lines.append("fast vs stock on the same tokens and noise (random weights: numerical sensitivity only):")
+        for name, d in dev["flow"].items():
+            lines.append(f"  {name:<28} mel L1 {d['mel_l1']:.4f}  max {d['mel_max_abs']:.3f}  "
+                         f"wave SNR {d['wave_snr_db']:.1f} dB  log-spectrum L1 {d['wave_logspec_l1']:.3f}")
+        if dev["llm_int8"]:
+            q = dev["llm_int8"]
+            lines.append(f"  {'int8 LLM, teacher-forced':<28} top-1 agreement {q['top1_agreement']:.3f}  "
+                         f"mean KL {q['mean_kl']:.4f}")
+    return "\n".join(lines)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--model-dir", type=Path, help="a real CosyVoice-300M folder (default: full-size random weights)")
+    src.add_argument("--tiny", action="store_true",
+                     help="tiny random model, 60 tokens, 1 run, 1 thread: seconds (smoke test, CI)")
+    p.add_argument("--precision", default="stock", choices=["stock", "fast"])
+    p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
+    p.add_argument("--tokens", type=int, default=250, help="speech tokens to decode (EOS ignored)")
+    p.add_argument("--runs", type=int, default=3, help="offline runs (median reported)")
+    p.add_argument("--stream-runs", type=int, default=2, help="streaming runs (0: skip)")
+    p.add_argument("--n-timesteps", type=int, default=None, help="override the flow's Euler steps")
+    p.add_argument("--upstream-schedule", action="store_true",
+                   help="stream with upstream's chunk schedule (first chunk after 100 + 20 tokens)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--deviation", action="store_true", help="also measure fast-mode deviation from stock")
+    p.add_argument("--cache-dir", default=str(DEFAULT_CACHE), help="where the random full-size model is kept")
+    p.add_argument("--json", action="store_true", help="print one JSON object (last line)")
+    p.add_argument("--out", type=Path, help="also write the JSON result to this file")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    if args.tiny:  # a smoke test: small everything unless asked otherwise
+        given = set(argv if argv is not None else sys.argv[1:])
+        defaults = {"--runs": ("runs", 1), "--stream-runs": ("stream_runs", 1), "--tokens": ("tokens", 60),
+                    "--threads": ("threads", 1)}
+        for flag, (name, value) in defaults.items():
+            if flag not in given:
+                setattr(args, name, value)
+    with tempfile.TemporaryDirectory() as scratch:
+        result = run(args, Path(scratch))
+    if args.out:
+        args.out.write_text(json.dumps(result, indent=1), encoding="utf-8")
+    print(json.dumps(result) if args.json else format_report(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

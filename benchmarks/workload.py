@@ -1,0 +1,150 @@
+"""The fixed benchmark workload and the per-stage clock used by `bench_engine.py`.
+
+Workload (performance-facts.md §7, so numbers compare with upstream measured there): zero-shot, text
+40 + prompt text 20 ids, a 5 s prompt (250 speech tokens, 430 mel frames), exactly 250 output tokens
+(EOS ignored), so every run does the same work whatever the weights.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import torch
+
+from cosyvoice_ui.frontend.inputs import ModelInput, assemble
+from cosyvoice_ui.frontend.prompt import PromptFeatures
+from cosyvoice_ui.types import Mode
+
+TEXT = ("The quick brown fox jumps over the lazy dog while the orchestra tunes up, and everyone in the hall "
+        "waits quietly for the first note of the evening concert.")
+PROMPT_TEXT = "Hope you can do even better than me in the future, my friend."
+
+
+@dataclass(frozen=True)
+class Workload:
+    """Sizes of one benchmark request."""
+
+    text_tokens: int = 40
+    prompt_text_tokens: int = 20
+    prompt_speech_tokens: int = 250
+    prompt_mel_frames: int = 430
+    prompt_seconds: float = 5.0
+    output_tokens: int = 250
+
+    def describe(self) -> str:
+        return (f"zero-shot, text {self.text_tokens} + prompt text {self.prompt_text_tokens} ids, "
+                f"{self.prompt_seconds:g} s prompt ({self.prompt_speech_tokens} tokens, {self.prompt_mel_frames} mel "
+                f"frames), {self.output_tokens} output tokens forced")
+
+
+def _fit_ids(ids: list[int], n: int) -> list[int]:
+    """Repeat and cut `ids` to exactly n ids."""
+    assert ids, "the tokenizer returned no ids"
+    return (ids * (n // len(ids) + 1))[:n]
+
+
+def _fit_time(x: torch.Tensor, n: int) -> torch.Tensor:
+    """Repeat and cut a [1, T, ...] tensor along T to exactly n steps."""
+    reps = n // x.size(1) + 1
+    return x.repeat(1, reps, *([1] * (x.dim() - 2)))[:, :n]
+
+
+def build_input(engine, features: PromptFeatures, workload: Workload) -> ModelInput:
+    """The workload's model input, from real prompt features cut or repeated to the exact sizes."""
+    ids = _fit_ids(engine.tokenizer.encode(TEXT), workload.text_tokens)
+    prompt_ids = _fit_ids(engine.tokenizer.encode(PROMPT_TEXT), workload.prompt_text_tokens)
+    prompt = PromptFeatures(_fit_time(features.speech_tokens, workload.prompt_speech_tokens),
+                            _fit_time(features.mel, workload.prompt_mel_frames), features.embedding)
+    return assemble(Mode.ZERO_SHOT, ids, engine.config.mel.num_mels, prompt_text_ids=prompt_ids, prompt=prompt)
+
+
+@dataclass
+class StageTimes:
+    """Seconds spent per stage in one render (sums over calls)."""
+
+    llm_prefill_s: float = 0.0  # call → first token (text encoder, prefill, first sample)
+    llm_decode_s: float = 0.0  # first → last token
+    tokens: int = 0
+    flow_s: float = 0.0
+    hift_s: float = 0.0
+    flow_calls: int = 0
+    token_ids: list[int] = field(default_factory=list)
+
+
+class StageClock:
+    """Times an engine's LLM, flow and vocoder by wrapping their `inference` methods (instance
+    attributes, removed on exit). Only meaningful for offline renders: when streaming, the flow runs
+    between two tokens and would be counted as decode time."""
+
+    def __init__(self, engine) -> None:
+        self.engine = engine
+        self.times = StageTimes()
+
+    def __enter__(self) -> StageClock:
+        llm, flow, hift = self.engine.llm, self.engine.flow, self.engine.hift
+        times = self.times
+        llm_inference, flow_inference, hift_inference = llm.inference, flow.inference, hift.inference
+
+        def timed_tokens(*args, **kwargs) -> Iterator[int]:
+            start = time.perf_counter()
+            iterator = llm_inference(*args, **kwargs)
+
+            def gen() -> Iterator[int]:
+                last = start
+                for token in iterator:
+                    now = time.perf_counter()
+                    if times.tokens == 0:
+                        times.llm_prefill_s += now - start
+                    else:
+                        times.llm_decode_s += now - last
+                    times.tokens += 1
+                    times.token_ids.append(token)
+                    yield token
+                    last = time.perf_counter()  # the consumer's time between tokens is not the LLM's
+
+            return gen()
+
+        def timed(fn, attr: str):
+            def call(*args, **kwargs):
+                start = time.perf_counter()
+                out = fn(*args, **kwargs)
+                setattr(times, attr, getattr(times, attr) + time.perf_counter() - start)
+                if attr == "flow_s":
+                    times.flow_calls += 1
+                return out
+            return call
+
+        llm.inference = timed_tokens
+        flow.inference = timed(flow_inference, "flow_s")
+        hift.inference = timed(hift_inference, "hift_s")
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for module in (self.engine.llm, self.engine.flow, self.engine.hift):
+            module.__dict__.pop("inference", None)
+
+
+def render_offline(engine, model_input: ModelInput, tokens: int, seed: int) -> tuple[float, StageTimes, torch.Tensor]:
+    """One whole-utterance render with per-stage times: (wall seconds, stage times, wave [S])."""
+    generator = torch.Generator().manual_seed(seed)
+    with StageClock(engine) as clock:
+        start = time.perf_counter()
+        pieces = [wave for wave, _ in engine.render_input(model_input, generator, stream=False, forced_tokens=tokens)]
+        wall = time.perf_counter() - start
+    return wall, clock.times, torch.cat([p.reshape(-1) for p in pieces])
+
+
+def render_streaming(engine, model_input: ModelInput, tokens: int, seed: int) -> tuple[float, float, int, torch.Tensor]:
+    """One streamed render: (seconds to the first chunk, total seconds, chunk count, wave [S])."""
+    generator = torch.Generator().manual_seed(seed)
+    start = time.perf_counter()
+    first = None
+    pieces = []
+    for wave, _ in engine.render_input(model_input, generator, stream=True, forced_tokens=tokens):
+        if first is None and wave.numel():
+            first = time.perf_counter() - start
+        pieces.append(wave.reshape(-1))
+    total = time.perf_counter() - start
+    return first if first is not None else total, total, len(pieces), torch.cat(pieces)

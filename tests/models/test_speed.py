@@ -1,0 +1,122 @@
+"""Inference-time transforms (models/speed.py): the stock layout keeps the numbers, the fast mode stays
+close, and the helpers keep their contracts."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from cosyvoice_ui.models.speed import (Bf16Estimator, FastSettings, PackedLinear, apply_precision, bf16_is_native,
+                                       column_major_linears, onednn_linear_works, pack_linears,
+                                       quantize_linears_int8, speed_up_llm, trim_flow_prompt)
+from cosyvoice_ui.testing.tiny_model import TinyDims, build_v1_modules, v1_yaml
+
+
+@pytest.fixture()
+def modules():
+    """Fresh tiny (llm, flow, hift, config) per test: the transforms work in place."""
+    return build_v1_modules(v1_yaml(TinyDims()), seed=3)
+
+
+def _llm_inputs(seed: int = 0) -> tuple[torch.Tensor, ...]:
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randint(0, 1000, (1, 9), generator=g), torch.randint(0, 1000, (1, 4), generator=g),
+            torch.randint(0, 4096, (1, 12), generator=g), torch.randn(1, 192, generator=g),
+            torch.randint(0, 4096, (1, 15), generator=g))
+
+
+def test_column_major_layout_keeps_outputs_and_state_dict(modules) -> None:
+    llm = modules[0].eval()
+    keys = {k: v.shape for k, v in llm.state_dict().items()}
+    with torch.inference_mode():
+        before = llm.teacher_forced_logp(*_llm_inputs())
+    assert column_major_linears(llm) > 10
+    assert not llm.llm.encoders[0].feed_forward.w_1.weight.is_contiguous()  # stored as Wᵀ
+    with torch.inference_mode():
+        after = llm.teacher_forced_logp(*_llm_inputs())
+    assert (after - before).abs().max() < 1e-4
+    assert {k: v.shape for k, v in llm.state_dict().items()} == keys
+    fresh = build_v1_modules(v1_yaml(TinyDims()), seed=4)[0]
+    fresh.load_state_dict(llm.state_dict(), strict=True)  # still saves and loads as before
+    assert torch.equal(fresh.llm_decoder.weight, llm.llm_decoder.weight)
+
+
+@pytest.mark.skipif(not onednn_linear_works(), reason="oneDNN's packed linear is not available here")
+def test_packed_linear_matches_linear_and_speed_up_keeps_the_llm_numbers(modules) -> None:
+    linear = nn.Linear(32, 24)
+    packed = PackedLinear(linear)
+    for shape in ((1, 32), (1, 1, 32), (7, 32), (2, 5, 32)):
+        x = torch.randn(*shape)
+        with torch.inference_mode():
+            torch.testing.assert_close(packed(x), linear(x), atol=1e-5, rtol=1e-5)
+    llm = modules[0].eval()
+    with torch.inference_mode():
+        before = llm.teacher_forced_logp(*_llm_inputs())
+        tokens = list(llm.inference(*_llm_inputs()[:4], sampler=_argmax, max_len=20, ignore_eos=True))
+    assert speed_up_llm(llm, "cpu").startswith("fp32 (oneDNN packed")
+    assert type(llm.spk_embed_affine_layer) is nn.Linear and isinstance(llm.llm_decoder, PackedLinear)
+    with torch.inference_mode():
+        after = llm.teacher_forced_logp(*_llm_inputs())
+        assert list(llm.inference(*_llm_inputs()[:4], sampler=_argmax, max_len=20, ignore_eos=True)) == tokens
+    assert (after - before).abs().max() < 1e-4
+    assert pack_linears(nn.Sequential(nn.Linear(4, 4), nn.ReLU()), skip=("0",)) == 0
+
+
+def _argmax(logp, decoded, generator) -> int:
+    return int(logp.argmax())
+
+
+def test_int8_llm_is_close_and_skips_what_it_is_told(modules) -> None:
+    llm = modules[0].eval()
+    with torch.inference_mode():
+        ref = llm.teacher_forced_logp(*_llm_inputs())
+    count = quantize_linears_int8(llm, skip=("spk_embed_affine_layer",))
+    assert count > 10
+    assert type(llm.spk_embed_affine_layer) is nn.Linear
+    assert type(llm.llm_decoder) is not nn.Linear
+    with torch.inference_mode():
+        low = llm.teacher_forced_logp(*_llm_inputs())
+    assert low.shape == ref.shape and torch.isfinite(low).all()
+    assert (ref.argmax(-1) == low.argmax(-1)).float().mean() > 0.9
+    # Int8 moves the numbers (this test would fail if quantisation silently did nothing).
+    assert (ref - low).abs().max() > 1e-5
+
+
+@pytest.mark.skipif(not bf16_is_native(), reason="this CPU has no native bf16 dot products")
+def test_bf16_estimator_is_float32_outside_and_close(modules) -> None:
+    estimator = modules[1].decoder.estimator.eval()
+    g = torch.Generator().manual_seed(1)
+    x, mu, cond = (torch.randn(2, 80, 37, generator=g) for _ in range(3))
+    spks, t = torch.randn(2, 80, generator=g), torch.tensor([0.3, 0.3])
+    with torch.inference_mode():
+        ref = estimator(x, None, mu, t, spks, cond)
+        wrapped = Bf16Estimator(estimator)
+        out = wrapped(x, None, mu, t, spks, cond)
+    assert out.dtype == torch.float32 and out.shape == ref.shape
+    assert estimator.time_mlp.linear_1.weight.dtype == torch.float32  # t·1000 needs float32
+    assert estimator.final_proj.weight.dtype == torch.bfloat16
+    rel = ((out - ref).norm() / ref.norm()).item()
+    assert 0 < rel < 0.05
+
+
+def test_trim_flow_prompt_keeps_the_tail_and_the_ratio() -> None:
+    tokens = torch.arange(250).unsqueeze(0)
+    mel = torch.arange(430).float().reshape(1, 430, 1).expand(1, 430, 80)
+    t, m = trim_flow_prompt(tokens, mel, 3.0, token_rate=50)
+    assert t.shape == (1, 150) and t[0, -1] == 249 and t[0, 0] == 100
+    assert m.shape == (1, 258, 80) and m[0, -1, 0] == 429  # 430 · 150/250 frames, the last ones
+    short_t, short_m = trim_flow_prompt(tokens[:, :100], mel[:, :172], 3.0, token_rate=50)
+    assert short_t.shape[1] == 100 and short_m.shape[1] == 172
+
+
+def test_apply_precision_reports_what_it_did(modules) -> None:
+    llm, flow, _, _ = modules
+    stock = apply_precision(llm, flow, "stock", "cpu")
+    assert stock["precision"] == "stock" and stock["llm"].startswith("fp32 (")
+    with pytest.raises(ValueError, match="stock"):
+        apply_precision(llm, flow, "turbo", "cpu")
+    llm2, flow2, _, _ = build_v1_modules(v1_yaml(TinyDims()), seed=5)
+    fast = apply_precision(llm2, flow2, "fast", "cpu", FastSettings(bf16_estimator=False))
+    assert fast["precision"] == "fast" and fast["llm"].startswith("int8") and fast["flow"] == "fp32"
+    assert fast["flow_steps"] == "5"

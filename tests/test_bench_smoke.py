@@ -1,0 +1,48 @@
+"""Smoke test of benchmarks/bench_engine.py on the tiny model: it runs and reports every key with the
+right type (values are machine-dependent and never checked)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPT = REPO / "benchmarks" / "bench_engine.py"
+NUMBERS = ("rtf", "first_chunk_s", "load_s", "peak_rss_mb", "llm_tokens_per_s", "floor_rtf", "ratio_to_floor")
+
+
+def _bench(*flags: str) -> dict:
+    done = subprocess.run([sys.executable, str(SCRIPT), "--tiny", "--json", *flags], cwd=REPO, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_tiny_benchmark_reports_every_key() -> None:
+    result = _bench()
+    for key in NUMBERS:
+        assert isinstance(result[key], float) and result[key] > 0, key
+    assert result["precision"] == "stock" and result["engine"]["precision"] == "stock"
+    assert result["prompt_cache_hit"] is True  # the same voice twice skips the frontend
+    assert result["tokens"] == 60 and result["model"]["tiny"] is True
+    for stage in ("llm_prefill_s", "llm_decode_s", "flow_s", "hift_s", "total_s"):
+        assert set(result["stages"][stage]) == {"min", "median", "max"}
+    assert result["floor"]["flow_flops"] > 0 and result["floor"]["hift_flops"] > 0
+    assert result["streaming"]["chunks"] >= 2
+
+
+@pytest.mark.slow  # another ~8 s; fast mode itself is covered by tests/test_fast_mode.py
+def test_tiny_benchmark_fast_mode_and_deviation() -> None:
+    result = _bench("--precision", "fast", "--deviation", "--stream-runs", "0")
+    assert result["precision"] == "fast"
+    assert result["engine"]["llm"].startswith("int8") and result["engine"]["flow_steps"] == "5"
+    assert result["first_chunk_s"] is None  # streaming skipped
+    deviation = result["deviation_fast_vs_stock"]
+    assert "fast (all flow changes)" in deviation["flow"]
+    for numbers in deviation["flow"].values():
+        assert isinstance(numbers["mel_l1"], float) and isinstance(numbers["wave_snr_db"], float)
+    assert 0.0 <= deviation["llm_int8"]["top1_agreement"] <= 1.0

@@ -1,0 +1,49 @@
+"""precision="fast" end to end on a tiny model: what it reports, that it applies its settings, and that
+it still produces sane audio; stock stays stock."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cosyvoice_ui import Mode, SynthesisRequest, load_engine
+from cosyvoice_ui.errors import ConfigError
+from cosyvoice_ui.testing.signals import voice_clip
+
+REQUEST = SynthesisRequest(Mode.ZERO_SHOT, text="A quick test of the fast mode.", prompt_audio=voice_clip(4.0),
+                           prompt_text="A prompt transcript.", seed=4)
+
+
+@pytest.fixture(scope="module")
+def fast_engine(tiny_base: Path):
+    return load_engine(tiny_base, device="cpu", precision="fast")
+
+
+def test_fast_engine_says_what_it_changed(fast_engine) -> None:
+    extras = fast_engine.info.extras
+    assert extras["precision"] == "fast"
+    assert extras["llm"].startswith("int8") and extras["flow_steps"] == "5"
+    assert extras["flow_prompt_seconds"] == "3"
+    assert fast_engine.n_timesteps == 5 and fast_engine.flow_prompt_seconds == 3.0
+
+
+def test_fast_engine_synthesises_plausible_audio(fast_engine) -> None:
+    chunks = list(fast_engine.synthesize(REQUEST))
+    wave = np.concatenate([c.samples for c in chunks])
+    assert chunks[-1].final and len(wave) > 0.2 * 22050
+    assert np.all(np.isfinite(wave)) and 0 < np.abs(wave).max() <= 0.99 + 1e-6
+
+
+def test_stock_engine_is_stock_and_explicit_steps_win(tiny_base: Path) -> None:
+    stock = load_engine(tiny_base, device="cpu")
+    assert stock.info.extras["precision"] == "stock" and stock.flow_prompt_seconds is None
+    assert stock.n_timesteps is None  # the yaml's 10
+    fast3 = load_engine(tiny_base, device="cpu", precision="fast", n_timesteps=3)
+    assert fast3.n_timesteps == 3 and fast3.info.extras["flow_steps"] == "3"
+
+
+def test_unknown_precision_is_a_config_error(tiny_base: Path) -> None:
+    with pytest.raises(ConfigError, match="stock, fast"):
+        load_engine(tiny_base, device="cpu", precision="turbo")
