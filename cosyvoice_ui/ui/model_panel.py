@@ -62,7 +62,7 @@ def build_model_panel(manager: ModelManager, settings: Settings, t) -> ModelPane
             catalogue = gr.Dropdown([e.name for e in CATALOGUE if e.supported], value=CATALOGUE[0].name,
                                     label=t("download_model"), scale=3)
             fetch = gr.Button(t("download"), size="sm", scale=0)
-        timer = gr.Timer(2.0)
+    timer = gr.Timer(2.0)  # outside the accordion: a timer inside a collapsed one never ticks
 
     def on_select(model_id: str):
         try:

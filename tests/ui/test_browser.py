@@ -96,12 +96,6 @@ def test_clone_end_to_end_and_screenshots(app_url: str, browser, prompt_wav: Pat
     page = context.new_page()
     page.goto(app_url, wait_until="networkidle")
     shots = _shots_dir(tmp_path)
-    for key, name in TABS:
-        page.get_by_role("tab", name=name).click()
-        page.wait_for_timeout(400)
-        page.screenshot(path=str(shots / f"tab_{key}.png"), full_page=True)
-    page.get_by_role("tab", name=TABS[0][1]).click()
-
     page.locator("input[type=file]").first.set_input_files(str(prompt_wav))
     page.get_by_label("Transcript of the voice sample").fill("希望你以后能够做的比我还好呦。")
     page.get_by_label("Text to speak").first.fill("Hello world, this is a browser test.")
@@ -118,6 +112,15 @@ def test_clone_end_to_end_and_screenshots(app_url: str, browser, prompt_wav: Pat
     # 9 text tokens → 2x..20x speech tokens at 50 Hz: 0.36 s .. 3.6 s of audio.
     assert 0.3 < seconds < 4.0, f"unexpected duration {seconds:.2f} s"
     page.screenshot(path=str(shots / "result_clone.png"), full_page=True)
+    for key, name in TABS:  # after one generation, so the history tab shows an entry
+        page.get_by_role("tab", name=name).click()
+        page.wait_for_timeout(500)
+        page.screenshot(path=str(shots / f"tab_{key}.png"), full_page=True)
+    page.get_by_text("Model", exact=True).first.click()
+    # The state line refreshes by itself (a timer) and shows the model the job loaded.
+    page.locator("#model-state").get_by_text("loaded", exact=False).first.wait_for(timeout=10_000)
+    assert "unloaded" not in page.locator("#model-state").inner_text()
+    page.screenshot(path=str(shots / "model_panel.png"))
     context.close()
 
 
