@@ -17,6 +17,8 @@ log = logging.getLogger(__name__)
 
 EXAMPLE_TRANSCRIPT = "I love exploring new places, meeting people and trying different kinds of food."
 EXAMPLE_TEXT = "Hello! This is my cloned voice, reading a sentence I have never said before."
+# A second recording by another preset speaker: the "speech to convert" of the voice-conversion example.
+SOURCE_TRANSCRIPT = "Voice conversion keeps these words and their timing, but changes who says them."
 _lock = threading.Lock()
 
 
@@ -29,18 +31,23 @@ def example_available() -> bool:
     return True
 
 
-def example_voice(folder: Path) -> tuple[str, str]:
-    """(path of a ~5 s example recording, its transcript); made on first use, then reused."""
-    path = folder / "example_voice.wav"
+def example_voice(folder: Path, which: int = 0) -> tuple[str, str]:
+    """(path of a ~5 s example recording, its transcript); made on first use, then reused.
+
+    which=0: the voice to clone; which=1: another speaker saying other words (voice conversion).
+    """
+    transcript = (EXAMPLE_TRANSCRIPT, SOURCE_TRANSCRIPT)[which]
+    path = folder / f"example_voice_{which}.wav"
     with _lock:
         if not path.is_file():
             engine = load_any(OFFLINE_ID)
             try:
-                request = SynthesisRequest(Mode.SFT, text=EXAMPLE_TRANSCRIPT, speaker=engine.info.speakers[0], seed=1)
+                speakers = engine.info.speakers
+                request = SynthesisRequest(Mode.SFT, text=transcript, speaker=speakers[which % len(speakers)], seed=1)
                 wave = np.concatenate([c.samples for c in engine.synthesize(request)])
             finally:
                 engine.close()
             folder.mkdir(parents=True, exist_ok=True)
             path.write_bytes(audio_utils.encode(wave, engine.info.sample_rate, "wav"))
             log.info("example voice recorded to %s", path)
-    return str(path), EXAMPLE_TRANSCRIPT
+    return str(path), transcript

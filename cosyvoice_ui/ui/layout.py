@@ -28,6 +28,12 @@ CLONE_EXAMPLES = [
     ["Hello! This voice was cloned from just a few seconds of audio.", 1],
     ["收到好友从远方寄来的生日礼物，那份意外的惊喜让我心中充满了快乐。", 2],
 ]
+CROSS_EXAMPLES = [  # text in another language than the sample (v1 adds the language tag itself)
+    ["Cross-lingual cloning keeps the voice and changes the language."],
+    ["今天的天气非常好，我们一起去公园散步吧。"],
+    ["こんにちは、今日はいい天気ですね。"],
+    ["안녕하세요, 만나서 반갑습니다."],
+]
 SFT_EXAMPLES = [  # text only: the speaker list depends on the loaded model
     ["你好，欢迎使用语音合成工作室。今天天气真不错。"],
     ["Welcome! This is a preset speaker reading a short sentence."],
@@ -146,6 +152,7 @@ def build_ui(manager: "ModelManager", settings: "Settings", output_dir: "Path | 
                 with gr.Row():
                     tag_buttons = [gr.Button(tag, size="sm", min_width=40) for tag in TAGS]
                 x_speed, x_seed, x_stream, x_go, x_stop, x_audio, x_file, x_info = _controls(t, can_stream)
+                gr.Examples(CROSS_EXAMPLES, inputs=[x_text], label=t("examples"))
 
             with gr.Tab(t("tab_sft"), id="sft"):
                 s_note = gr.Markdown(t("no_speakers_note"), visible=not (info and info.speakers))
@@ -159,6 +166,7 @@ def build_ui(manager: "ModelManager", settings: "Settings", output_dir: "Path | 
                 v_source = gr.Audio(sources=["upload", "microphone"], type="filepath", label=t("source_audio"))
                 v_target = gr.Audio(sources=["upload", "microphone"], type="filepath", label=t("target_audio"))
                 v_saved = gr.Dropdown(voice_choices(), value="", label=t("saved_voice"))
+                v_example = gr.Button(t("try_example_vc"), size="sm", visible=example_available())
                 v_speed, v_seed, v_stream, v_go, v_stop, v_audio, v_file, v_info = _controls(t, can_stream)
 
             with gr.Tab(t("tab_history"), id="history"):
@@ -258,8 +266,15 @@ def build_ui(manager: "ModelManager", settings: "Settings", output_dir: "Path | 
              [x_audio, x_file, x_info])
         wire(s_go, s_stop, sft_meta, ["speaker", "text"], [s_speaker, s_text, s_speed, s_seed, s_stream],
              [s_audio, s_file, s_info])
+        def fill_vc_example():
+            source, _ = example_voice(handlers.output_dir / "examples", which=1)
+            target, _ = example_voice(handlers.output_dir / "examples", which=0)
+            return source, target, ""
+
+        vc_example_event = v_example.click(fill_vc_example, outputs=[v_source, v_target, v_saved],
+                                           api_visibility="private")
         wire(v_go, v_stop, vc_meta, ["source", "prompt", "saved"], [v_source, v_target, v_saved, v_speed, v_seed, v_stream],
-             [v_audio, v_file, v_info])
+             [v_audio, v_file, v_info], trigger=vc_example_event)
 
         saved_dropdowns = [c_saved, x_saved, v_saved]
 

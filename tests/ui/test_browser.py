@@ -158,4 +158,7 @@ def test_example_voice_button_generates_in_one_click(app_url: str, browser) -> N
     link = page.locator(".result-file a[download]").first
     link.wait_for(timeout=180_000)
     assert page.get_by_label("Transcript of the voice sample").input_value().startswith("I love exploring")
+    page.get_by_role("tab", name="Voice conversion").click()
+    page.get_by_role("button", name="Try example recordings").click()
+    page.locator(".result-file a[download]").filter(visible=True).first.wait_for(timeout=180_000)
     context.close()
