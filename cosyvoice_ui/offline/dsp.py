@@ -1,7 +1,7 @@
 """Small signal helpers for the offline backend: resampling, loudness, silence trimming, mel filters.
 
-All functions take and return mono float32 numpy arrays ([N] samples). They exist so the offline
-backend needs neither scipy nor librosa (each pulls in a large native stack for one function).
+All functions take and return mono float32 numpy arrays ([N] samples). Resampling and mel filters
+reuse the engine's frontend; the rest is small enough to keep here without scipy or librosa.
 """
 
 from __future__ import annotations
@@ -10,52 +10,16 @@ import math
 
 import numpy as np
 
-# Kaiser window shape of the resampling filter; 8.6 keeps the stop-band below about -80 dB.
-_KAISER_BETA = 8.6
-# Taps on each side of the interpolation point (in input samples at the lower of the two rates).
-_HALF_TAPS = 16
-_ROLLOFF = 0.94
-
-
 def resample(samples: np.ndarray, rate_in: int, rate_out: int) -> np.ndarray:
-    """Band-limited resampling by windowed-sinc interpolation.
+    """[N] float32 at `rate_in` → float32 at `rate_out`, with the engine's windowed-sinc resampler."""
+    import torch
 
-    Args:
-        samples: [N] mono audio at `rate_in`.
-    Returns:
-        [round(N * rate_out / rate_in)] float32 audio at `rate_out`.
-    """
+    from ..frontend.features import resample as resample_tensor
+
     x = np.asarray(samples, dtype=np.float32).reshape(-1)
     if rate_in == rate_out or x.size == 0:
         return x.copy()
-    g = math.gcd(int(rate_in), int(rate_out))
-    up, down = int(rate_out) // g, int(rate_in) // g
-    n_out = int(round(x.size * up / down))
-    # Cut-off a little below the lower Nyquist frequency (in input-sample units) so the transition
-    # band ends before aliasing starts.
-    cutoff = _ROLLOFF * min(1.0, up / down)
-    half = int(math.ceil(_HALF_TAPS / cutoff))
-    # Output sample n sits at input position n * down / up; only `up` distinct fractional phases exist,
-    # so the filter is built once per phase (polyphase) instead of once per output sample.
-    offsets = np.arange(-half + 1, half + 1)
-    frac = np.arange(up) / up  # fractional input position of phase p = (n * down) % up
-    t = offsets[None, :] - frac[:, None]  # [up, taps] distance from the interpolation point
-    # The Kaiser window evaluated at the (fractional) tap distances, not at integer points.
-    w = np.i0(_KAISER_BETA * np.sqrt(np.clip(1.0 - (t / (half + 1)) ** 2, 0.0, 1.0))) / np.i0(_KAISER_BETA)
-    kernel = (cutoff * np.sinc(cutoff * t) * w).astype(np.float32)  # [up, taps]
-    padded = np.pad(x, (half, half + 1))
-    out = np.empty(n_out, dtype=np.float32)
-    positions = np.arange(n_out, dtype=np.int64) * down
-    base = positions // up  # integer input index of each output sample
-    phase = positions % up
-    # Process in blocks to keep the gathered [block, taps] matrix small.
-    block = 65536
-    cols = offsets + half
-    for start in range(0, n_out, block):
-        sl = slice(start, min(n_out, start + block))
-        idx = base[sl, None] + cols[None, :]
-        out[sl] = np.einsum("ij,ij->i", padded[idx], kernel[phase[sl]])
-    return out
+    return resample_tensor(torch.from_numpy(x), int(rate_in), int(rate_out)).numpy()
 
 
 def rms_dbfs(samples: np.ndarray) -> float:
@@ -126,43 +90,12 @@ def drop_long_pauses(
     return frames[keep].reshape(-1)
 
 
-def hz_to_mel_slaney(hz: np.ndarray) -> np.ndarray:
-    """Slaney's mel scale: linear below 1 kHz, logarithmic above (the `htk=False` convention)."""
-    hz = np.asarray(hz, dtype=np.float64)
-    f_sp = 200.0 / 3.0
-    mel = hz / f_sp
-    min_log_hz = 1000.0
-    min_log_mel = min_log_hz / f_sp
-    logstep = math.log(6.4) / 27.0
-    return np.where(hz >= min_log_hz, min_log_mel + np.log(np.maximum(hz, 1e-10) / min_log_hz) / logstep, mel)
-
-
-def mel_to_hz_slaney(mel: np.ndarray) -> np.ndarray:
-    """Inverse of `hz_to_mel_slaney`."""
-    mel = np.asarray(mel, dtype=np.float64)
-    f_sp = 200.0 / 3.0
-    min_log_hz = 1000.0
-    min_log_mel = min_log_hz / f_sp
-    logstep = math.log(6.4) / 27.0
-    return np.where(mel >= min_log_mel, min_log_hz * np.exp(logstep * (mel - min_log_mel)), f_sp * mel)
-
-
 def mel_filterbank(sample_rate: int, n_fft: int, n_mels: int) -> np.ndarray:
-    """Triangular mel filters with Slaney area normalisation, 0 Hz to Nyquist.
+    """[n_mels, n_fft // 2 + 1] Slaney mel filters, 0 Hz to Nyquist (librosa's default, which the
+    speaker encoder was trained with); the engine's own implementation."""
+    from ..frontend.features import slaney_mel_filters
 
-    Returns:
-        [n_mels, n_fft // 2 + 1] float32 weights.
-    """
-    fft_hz = np.linspace(0.0, sample_rate / 2.0, n_fft // 2 + 1)
-    edges_hz = mel_to_hz_slaney(np.linspace(hz_to_mel_slaney(0.0), hz_to_mel_slaney(sample_rate / 2.0), n_mels + 2))
-    widths = np.diff(edges_hz)
-    ramps = edges_hz[:, None] - fft_hz[None, :]
-    lower = -ramps[:-2] / widths[:-1, None]
-    upper = ramps[2:] / widths[1:, None]
-    weights = np.maximum(0.0, np.minimum(lower, upper))
-    # Each triangle gets unit area so bands of different widths carry comparable energy.
-    weights *= (2.0 / (edges_hz[2:] - edges_hz[:-2]))[:, None]
-    return weights.astype(np.float32)
+    return slaney_mel_filters(sample_rate, n_fft, n_mels, 0.0, sample_rate / 2.0)
 
 
 def power_spectrogram(samples: np.ndarray, n_fft: int, hop: int) -> np.ndarray:
