@@ -137,11 +137,12 @@ def count_flops(engine, model_input, tokens: list[int], seed: int) -> tuple[int,
 
 
 def floor_estimate(machine: dict, llm_bytes: int, tokens: int, flow_flops: int, hift_flops: int,
-                   bf16_flow: bool) -> dict[str, float]:
-    gemm = machine["bf16_gflop_s"] if bf16_flow and machine.get("bf16_gflop_s") else machine["fp32_gflop_s"]
+                   bf16_flow: bool, bf16_hift: bool = False) -> dict[str, float]:
+    bf16_rate = machine.get("bf16_gflop_s")
+    gemm = bf16_rate if bf16_flow and bf16_rate else machine["fp32_gflop_s"]
     llm_s = llm_bytes * tokens / (machine["read_gb_s"] * 1e9)
     flow_s = flow_flops / (gemm * 1e9)
-    hift_s = hift_flops / (machine["fp32_gflop_s"] * 1e9)
+    hift_s = hift_flops / ((bf16_rate if bf16_hift and bf16_rate else machine["fp32_gflop_s"]) * 1e9)
     return {"llm_bytes_per_token": llm_bytes, "llm_s": llm_s, "flow_flops": flow_flops, "flow_s": flow_s,
             "flow_gemm_gflop_s": gemm, "hift_flops": hift_flops, "hift_s": hift_s,
             "total_s": llm_s + flow_s + hift_s}
@@ -198,7 +199,9 @@ def run(args: argparse.Namespace, scratch: Path) -> dict:
     tokens = offline[0][1].token_ids
     flow_flops, hift_flops = count_flops(engine, model_input, tokens, args.seed)
     bf16_flow = engine.info.extras.get("flow") == "bf16 estimator"
-    floor = floor_estimate(machine, llm_bytes_per_token(engine.llm), len(tokens), flow_flops, hift_flops, bf16_flow)
+    bf16_hift = engine.info.extras.get("hift", "").startswith("bf16")
+    floor = floor_estimate(machine, llm_bytes_per_token(engine.llm), len(tokens), flow_flops, hift_flops, bf16_flow,
+                           bf16_hift)
     floor_rtf = floor["total_s"] / audio_s
 
     walls = [wall for wall, _, _ in offline]

@@ -1,7 +1,7 @@
 """How far the "fast" precision moves the output from stock, on the same input and the same noise.
 
-Token-to-wave: the stock engine renders the same speech tokens with each fast-mode change alone and all
-together; the flow noise is one fixed draw (a shorter prompt takes its last frames, so the generated
+Token-to-wave: the stock engine renders the same speech tokens with each fast-mode change alone (flow
+steps, flow prompt, bf16 estimator, bf16 HiFT) and all together; the flow noise is one fixed draw (a shorter prompt takes its last frames, so the generated
 frames see identical noise) and the vocoder's NSF noise is fixed too. Reported per variant: mel L1 (mean
 |Δ| over the generated frames, in log-mel units), waveform SNR in dB (stock as the signal) and the
 mean |Δ| of the waveform's log STFT magnitude (phase-blind). For scale, the same numbers for stock with
@@ -24,7 +24,8 @@ import torch
 from cosyvoice_ui.checkpoint import read_state_dict
 from cosyvoice_ui.models.llm import load_llm
 from cosyvoice_ui.models.nsf import NSFNoise
-from cosyvoice_ui.models.speed import Bf16Estimator, FastSettings, bf16_is_native, quantize_linears_int8
+from cosyvoice_ui.models.speed import (Bf16Estimator, FastSettings, bf16_hift_decoder, bf16_is_native,
+                                       fuse_qkv_projections, quantize_linears_int8)
 from cosyvoice_ui.streaming import TokenToWave
 
 
@@ -74,20 +75,26 @@ def flow_deviation(engine, model_input, tokens: list[int], fast: FastSettings, s
     ids = torch.tensor([tokens], dtype=torch.long)
     frames = model_input.prompt_mel.size(1) + engine.flow.generated_frames(len(tokens))
     draws = FixedDraws(seed, frames, model_input.prompt_mel.size(2))
-    saved = (engine.n_timesteps, engine.flow_prompt_seconds, engine.flow.decoder.estimator)
-    bf16 = None
+    saved = (engine.n_timesteps, engine.flow_prompt_seconds, engine.flow.decoder.estimator, engine.hift)
+    bf16 = hift16 = None
     if fast.bf16_estimator and bf16_is_native():
-        bf16 = Bf16Estimator(copy.deepcopy(engine.flow.decoder.estimator))
+        bf16 = Bf16Estimator(copy.deepcopy(engine.flow.decoder.estimator), fast.matmul_attention)
+    if fast.bf16_hift and bf16_is_native():
+        hift16 = copy.deepcopy(engine.hift)
+        bf16_hift_decoder(hift16)
     variants = {
         "stock, other noise seed": {"draws": FixedDraws(seed + 100, frames, model_input.prompt_mel.size(2))},
         f"{fast.n_timesteps} flow steps": {"n_timesteps": fast.n_timesteps},
         f"flow prompt {fast.flow_prompt_seconds:g} s": {"flow_prompt_seconds": fast.flow_prompt_seconds},
     }
     if bf16 is not None:
-        variants["bf16 estimator"] = {"estimator": bf16}
-    variants["fast (all flow changes)"] = {"n_timesteps": fast.n_timesteps,
-                                           "flow_prompt_seconds": fast.flow_prompt_seconds,
-                                           **({"estimator": bf16} if bf16 is not None else {})}
+        name = "bf16 estimator" + (", matmul attention" if fast.matmul_attention else "")
+        variants[name] = {"estimator": bf16}
+    if hift16 is not None:
+        variants["bf16 HiFT convolutions"] = {"hift": hift16}
+    variants["fast (all token-to-wave changes)"] = {
+        "n_timesteps": fast.n_timesteps, "flow_prompt_seconds": fast.flow_prompt_seconds,
+        **({"estimator": bf16} if bf16 is not None else {}), **({"hift": hift16} if hift16 is not None else {})}
     try:
         reference = _render(engine, model_input, ids, draws)
         results = {}
@@ -95,15 +102,17 @@ def flow_deviation(engine, model_input, tokens: list[int], fast: FastSettings, s
             engine.n_timesteps = change.get("n_timesteps", saved[0])
             engine.flow_prompt_seconds = change.get("flow_prompt_seconds", saved[1])
             engine.flow.decoder.estimator = change.get("estimator", saved[2])
+            engine.hift = change.get("hift", saved[3])
             results[name] = _compare(reference, _render(engine, model_input, ids, change.get("draws", draws)))
     finally:
-        engine.n_timesteps, engine.flow_prompt_seconds, engine.flow.decoder.estimator = saved
+        engine.n_timesteps, engine.flow_prompt_seconds, engine.flow.decoder.estimator, engine.hift = saved
     return results
 
 
 def llm_deviation(engine, model_input, tokens: list[int]) -> dict[str, float]:
     """Teacher-forced agreement of the int8 LLM (loaded afresh from the folder) with the stock one."""
     int8 = load_llm(engine.config.llm, read_state_dict(engine.folder.path / "llm.pt"))
+    fuse_qkv_projections(int8)  # as apply_precision does
     quantize_linears_int8(int8, skip=("spk_embed_affine_layer",))
     args = (model_input.text, model_input.prompt_text, model_input.llm_prompt_tokens, model_input.llm_embedding,
             torch.tensor([tokens], dtype=torch.long))

@@ -85,7 +85,7 @@ def load_cosyvoice(model_dir: Path, device: str = "auto", progress: ProgressCall
     report(progress, "load", 0.70, "loading hift.pt")
     hift = load_hift(config.hift, read_state_dict(folder.path / "hift.pt")).to(device)
     fast = fast or FastSettings()
-    precision_info = apply_precision(llm, flow, precision, device, fast)
+    precision_info = apply_precision(llm, flow, precision, device, fast, hift=hift)
     flow_prompt_seconds = None
     if precision == "fast":
         n_timesteps = n_timesteps or fast.n_timesteps

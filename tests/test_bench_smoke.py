@@ -39,10 +39,10 @@ def test_tiny_benchmark_reports_every_key() -> None:
 def test_tiny_benchmark_fast_mode_and_deviation() -> None:
     result = _bench("--precision", "fast", "--deviation", "--stream-runs", "0")
     assert result["precision"] == "fast"
-    assert result["engine"]["llm"].startswith("int8") and result["engine"]["flow_steps"] == "5"
+    assert result["engine"]["llm"].startswith("int8") and result["engine"]["flow_steps"] == "4"
     assert result["first_chunk_s"] is None  # streaming skipped
     deviation = result["deviation_fast_vs_stock"]
-    assert "fast (all flow changes)" in deviation["flow"]
+    assert "fast (all token-to-wave changes)" in deviation["flow"]
     for numbers in deviation["flow"].values():
         assert isinstance(numbers["mel_l1"], float) and isinstance(numbers["wave_snr_db"], float)
     assert 0.0 <= deviation["llm_int8"]["top1_agreement"] <= 1.0

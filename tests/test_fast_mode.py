@@ -24,9 +24,10 @@ def fast_engine(tiny_base: Path):
 def test_fast_engine_says_what_it_changed(fast_engine) -> None:
     extras = fast_engine.info.extras
     assert extras["precision"] == "fast"
-    assert extras["llm"].startswith("int8") and extras["flow_steps"] == "5"
+    assert extras["llm"].startswith("int8") and extras["flow_steps"] == "4"
     assert extras["flow_prompt_seconds"] == "3"
-    assert fast_engine.n_timesteps == 5 and fast_engine.flow_prompt_seconds == 3.0
+    assert extras["hift"].startswith("bf16" if extras["flow"] == "bf16 estimator" else "fp32")
+    assert fast_engine.n_timesteps == 4 and fast_engine.flow_prompt_seconds == 3.0
 
 
 def test_fast_engine_synthesises_plausible_audio(fast_engine) -> None:

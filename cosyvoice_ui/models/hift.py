@@ -129,6 +129,9 @@ class HiFTGenerator(nn.Module):
         # then cast. Not a checkpoint entry, hence non-persistent.
         window = torch.hann_window(n_fft, periodic=True, dtype=torch.float64).float()
         self.register_buffer("stft_window", window, persistent=False)
+        # dtype of the convolution stack in `decode_to_spectrum`; fast precision sets bfloat16
+        # (models/speed.py). f0, the source and the STFTs always run in float32.
+        self.decode_dtype = torch.float32
 
     @property
     def sample_rate(self) -> int:
@@ -171,8 +174,9 @@ class HiFTGenerator(nn.Module):
     def decode_to_spectrum(self, mel: torch.Tensor, source: torch.Tensor) -> torch.Tensor:
         """The network part of `decode`: mel [B, 80, T] + source [B, 1, N] → conv_post output [B, 2K, F]
         (rows :K are log-magnitudes, rows K: pass through sin() to give the phase)."""
-        s_stft = self._stft(source)
-        x = self.conv_pre(mel)
+        low = self.decode_dtype
+        s_stft = self._stft(source).to(low)  # no-ops in float32
+        x = self.conv_pre(mel.to(low))
         last = len(self.ups) - 1
         for i, up in enumerate(self.ups):
             x = up(F.leaky_relu(x, self.cfg.lrelu_slope))
@@ -186,7 +190,7 @@ class HiFTGenerator(nn.Module):
                 xs = xs + block(x)
             x = xs / self.num_kernels
         # Upstream uses the default LeakyReLU slope (0.01) here, not lrelu_slope; the weights expect it.
-        return self.conv_post(F.leaky_relu(x))
+        return self.conv_post(F.leaky_relu(x)).float()
 
     def decode(self, mel: torch.Tensor, source: torch.Tensor) -> torch.Tensor:
         """mel: [B, 80, T], source: [B, 1, T*U] → wave [B, T*U], clamped to ±audio_limit."""

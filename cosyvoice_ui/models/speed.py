@@ -7,12 +7,16 @@ stock — the same arithmetic with faster kernels: the LLM's `nn.Linear`s become
     thread, oneDNN's packed kernel uses every intra-op thread and streams the weights ~1.4-1.8x
     faster on a 2-core x86 (and runs the prefill GEMMs faster too). Only the summation order changes
     (float rounding, ~1e-6 relative). Where oneDNN is unavailable the weights are stored column-major
-    instead (Wᵀ contiguous), which MKL's GEMV streams ~1.3x faster than row-major.
+    instead (Wᵀ contiguous), which MKL's GEMV streams ~1.3x faster than row-major. In both modes each
+    attention layer's q/k/v projections are fused into one linear (`fuse_qkv_projections`).
 fast — changes the numbers, for speed (`FastSettings`):
     * int8 dynamic quantisation of the LLM linears (per-channel int8 weights, activations quantised
       per call): a quarter of the bytes per decoded token;
     * a bfloat16 copy of the flow estimator where the CPU has native bf16 dot products (AVX512-BF16
-      or AMX), with its time embedding kept in float32 (t·1000 in bf16 would be off by up to ~1 rad);
+      or AMX), with its time embedding kept in float32 (t·1000 in bf16 would be off by up to ~1 rad)
+      and its attention as plain matmuls (faster than the bf16 SDPA kernel on CPU);
+    * HiFT's convolution stack in bfloat16 (same CPU condition), f0 predictor, NSF source and STFTs
+      in float32;
     * fewer Euler steps and a shorter flow prompt (applied by the engine).
 
 Not here: choosing the precision (loader.py) or measuring its effect (benchmarks/bench_engine.py).
@@ -38,7 +42,9 @@ class FastSettings:
 
     int8_llm: bool = True
     bf16_estimator: bool = True  # only taken where `bf16_is_native()`
-    n_timesteps: int = 5  # flow Euler steps (stock: the yaml's 10); an explicit n_timesteps wins
+    matmul_attention: bool = True  # bf16 estimator: matmul-softmax-matmul instead of SDPA (faster on CPU)
+    bf16_hift: bool = True  # HiFT's convolution stack in bf16 (f0 and source stay float32); only where native
+    n_timesteps: int = 4  # flow Euler steps (stock: the yaml's 10); an explicit n_timesteps wins
     flow_prompt_seconds: float = 3.0  # keep the last this-many seconds of the prompt in the flow
 
 
@@ -62,6 +68,37 @@ class PackedLinear(nn.Module):
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
+
+
+def fuse_qkv_projections(module: nn.Module) -> int:
+    """Replace each attention layer's `linear_q`/`linear_k`/`linear_v` under `module` by one
+    `linear_qkv` ([3D, D] weight: q rows, then k, then v), in place; returns how many layers were fused.
+
+    Run after the strict state-dict load (the checkpoint keeps upstream's three projections, so the
+    fused module is not loadable, like `PackedLinear`). One call per layer instead of three: batch-1
+    decoding pays a fixed cost per kernel call, and a taller matrix streams at a better rate. A missing
+    key bias (`key_bias=False`) becomes zeros, which adds exactly nothing. Outputs match the separate
+    projections up to float summation order.
+    """
+    from .transformer import RelPositionMultiHeadedAttention
+
+    fused = 0
+    for attn in module.modules():
+        if not isinstance(attn, RelPositionMultiHeadedAttention) or attn.linear_qkv is not None:
+            continue
+        parts = (attn.linear_q, attn.linear_k, attn.linear_v)
+        width = parts[0].in_features
+        weight = torch.cat([p.weight.detach() for p in parts])
+        bias = torch.cat([p.bias.detach() if p.bias is not None else weight.new_zeros(p.out_features) for p in parts])
+        linear = nn.utils.skip_init(nn.Linear, width, weight.size(0), device=weight.device, dtype=weight.dtype)
+        with torch.no_grad():
+            linear.weight.copy_(weight)
+            linear.bias.copy_(bias)
+        linear.requires_grad_(False)
+        attn.linear_qkv = linear
+        del attn.linear_q, attn.linear_k, attn.linear_v  # the fused copy replaces them (no double memory)
+        fused += 1
+    return fused
 
 
 def onednn_linear_works() -> bool:
@@ -96,12 +133,13 @@ def pack_linears(module: nn.Module, skip: tuple[str, ...] = ()) -> int:
 
 def speed_up_llm(llm: nn.Module, device: str) -> str:
     """The stock LLM transform (same numbers, faster kernels); returns a description."""
+    fused = fuse_qkv_projections(llm)
     if device != "cpu":
-        return "fp32"
+        return f"fp32 (q/k/v fused in {fused} layers)"
     if onednn_linear_works():
         # spk_embed_affine_layer's weight is read directly (its dtype/device), so it stays an nn.Linear.
         count = pack_linears(llm, skip=("spk_embed_affine_layer",))
-        return f"fp32 (oneDNN packed, {count} linears)"
+        return f"fp32 (oneDNN packed, {count} linears, q/k/v fused)"
     column_major_linears(llm)
     return "fp32 (column-major linears)"
 
@@ -149,11 +187,14 @@ class Bf16Estimator(nn.Module):
     Does not keep a float32 copy: the wrapped module is converted in place.
     """
 
-    def __init__(self, estimator: nn.Module) -> None:
+    def __init__(self, estimator: nn.Module, matmul_attention: bool = True) -> None:
         super().__init__()
         for name, child in estimator.named_children():
             if name != "time_mlp":
                 child.to(torch.bfloat16)
+        for module in estimator.modules():
+            if hasattr(module, "matmul_attention"):  # unet.Attention: see its comment
+                module.matmul_attention = matmul_attention
         self.inner = estimator
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None, mu: torch.Tensor, t: torch.Tensor,
@@ -164,9 +205,20 @@ class Bf16Estimator(nn.Module):
         return v.float()
 
 
+def bf16_hift_decoder(hift: nn.Module) -> None:
+    """Convert HiFT's convolution stack (conv_pre, up-sampling, source and residual blocks, conv_post)
+    to bfloat16 in place; `decode_to_spectrum` casts its inputs and returns float32. The f0 predictor,
+    the NSF source and both STFTs stay float32: f0 is integrated into a phase over ~10^5 samples
+    (bf16's 8-bit mantissa would detune it), and the STFT/iSTFT have no bf16 CPU kernels."""
+    for name in ("conv_pre", "ups", "source_downs", "source_resblocks", "resblocks", "conv_post"):
+        getattr(hift, name).to(torch.bfloat16)
+    hift.decode_dtype = torch.bfloat16
+
+
 def apply_precision(llm: nn.Module, flow: nn.Module, precision: str, device: str,
-                    fast: FastSettings | None = None) -> dict[str, str]:
-    """Apply `precision` to loaded models in place; returns what was done (for `EngineInfo.extras`)."""
+                    fast: FastSettings | None = None, hift: nn.Module | None = None) -> dict[str, str]:
+    """Apply `precision` to loaded models in place; returns what was done (for `EngineInfo.extras`).
+    `hift` is only changed by fast precision (and left alone when None)."""
     if precision not in PRECISIONS:
         raise ValueError(f"unknown precision {precision!r}; choose one of {PRECISIONS}")
     done: dict[str, str] = {"precision": precision}
@@ -178,15 +230,23 @@ def apply_precision(llm: nn.Module, flow: nn.Module, precision: str, device: str
     fast = fast or FastSettings()
     if fast.int8_llm and on_cpu:
         # spk_embed_affine_layer's weight is read directly (its dtype/device), so it stays a float Linear.
+        fuse_qkv_projections(llm)
         count = quantize_linears_int8(llm, skip=("spk_embed_affine_layer",))
-        done["llm"] = f"int8 dynamic ({count} linears)"
+        done["llm"] = f"int8 dynamic ({count} linears, q/k/v fused)"
     else:
         done["llm"] = "fp32"
     if fast.bf16_estimator and on_cpu and bf16_is_native():
-        flow.decoder.estimator = Bf16Estimator(flow.decoder.estimator)
+        flow.decoder.estimator = Bf16Estimator(flow.decoder.estimator, fast.matmul_attention)
         done["flow"] = "bf16 estimator"
+        done["flow_attention"] = "matmul" if fast.matmul_attention else "sdpa"
     else:
         done["flow"] = "fp32"
+    if hift is not None:
+        if fast.bf16_hift and on_cpu and bf16_is_native():
+            bf16_hift_decoder(hift)
+            done["hift"] = "bf16 convolutions (f0, source, STFT fp32)"
+        else:
+            done["hift"] = "fp32"
     done["flow_steps"] = str(fast.n_timesteps)
     done["flow_prompt_seconds"] = f"{fast.flow_prompt_seconds:g}"
     log.info("fast precision: %s", done)

@@ -110,6 +110,8 @@ class RelPositionMultiHeadedAttention(nn.Module):
         self.linear_pos = nn.Linear(n_feat, n_feat, bias=False)
         self.pos_bias_u = nn.Parameter(torch.zeros(self.h, self.d_k))
         self.pos_bias_v = nn.Parameter(torch.zeros(self.h, self.d_k))
+        # Set by `speed.fuse_qkv_projections` after loading: one [3D, D] linear replacing linear_q/k/v.
+        self.linear_qkv: nn.Module | None = None
 
     def project_positions(self, pos_vectors: torch.Tensor) -> torch.Tensor:
         """[2K-1, D] relative-position vectors → [H, 2K-1, Dk] per-head projections p_r."""
@@ -139,9 +141,12 @@ class RelPositionMultiHeadedAttention(nn.Module):
                 (e.g. all 2K-1 rows) is cut to size.
         Returns: output [B, T, D] and the new cache ([B, H, K, 2*Dk], or the `KVCache`).
         """
-        q = self._heads(self.linear_q(x))
-        k = self._heads(self.linear_k(x))
-        v = self._heads(self.linear_v(x))
+        if self.linear_qkv is not None:
+            q, k, v = (self._heads(part) for part in self.linear_qkv(x).split(self.h * self.d_k, dim=-1))
+        else:
+            q = self._heads(self.linear_q(x))
+            k = self._heads(self.linear_k(x))
+            v = self._heads(self.linear_v(x))
         if isinstance(cache, KVCache):
             k, v = cache.append(k, v)
             new_cache: KVCache | torch.Tensor = cache
@@ -165,8 +170,14 @@ class RelPositionMultiHeadedAttention(nn.Module):
         assert p.size(1) == n_rel, f"position table has {p.size(1)} rows, {n_rel} needed"
         q_u = q + self.pos_bias_u.unsqueeze(1)
         q_v = q + self.pos_bias_v.unsqueeze(1)
-        content = torch.matmul(q_u, k.transpose(-2, -1))  # [B, H, T, K]
         position = torch.matmul(q_v, p.transpose(-2, -1))  # [B, H, T, n_rel]
+        if t_q == 1 and mask is None:
+            # One decoding step: the position term is an additive score bias, so the fused attention
+            # kernel does content scores, softmax and the value sum in one call (fewer passes over the
+            # cached keys and values, fewer ops per step); same math, float rounding only.
+            out = F.scaled_dot_product_attention(q_u, k, v, attn_mask=position / math.sqrt(self.d_k))
+            return self.linear_out(out.transpose(1, 2).reshape(x.size(0), 1, self.h * self.d_k)), new_cache
+        content = torch.matmul(q_u, k.transpose(-2, -1))  # [B, H, T, K]
         if t_q > 1:
             # Query i and key j are r = (t_k - t_q + i) - j apart, at row (t_q - 1 - i) + j. Gathering
             # realises upstream's pad-and-reshape "rel_shift" exactly. For a single query row j

@@ -125,12 +125,21 @@ class Attention(nn.Module):
         self.to_k = nn.Linear(dim, inner, bias=False)
         self.to_v = nn.Linear(dim, inner, bias=False)
         self.to_out = nn.ModuleList([nn.Linear(inner, dim)])  # upstream's to_out.1 is a parameter-free dropout
+        # Set by fast precision (models/speed.py) on a bf16 copy: plain matmul-softmax-matmul instead of
+        # SDPA, whose CPU flash kernel runs bf16 at a fraction of the GEMM rate at these lengths.
+        self.matmul_attention = False
 
     def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None) -> torch.Tensor:
         """x [B, T, C]; attn_mask bool broadcastable to [B, H, T, T] (True = attend) or None."""
         b, t, _ = x.shape
         q, k, v = (proj(x).view(b, t, self.heads, -1).transpose(1, 2) for proj in (self.to_q, self.to_k, self.to_v))
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask)
+        if self.matmul_attention:
+            scores = torch.matmul(q * q.size(-1) ** -0.5, k.transpose(-2, -1))  # [B, H, T, T]
+            if attn_mask is not None:
+                scores = scores.masked_fill(~attn_mask, float("-inf"))
+            out = torch.matmul(torch.softmax(scores, dim=-1), v)
+        else:
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask)
         return self.to_out[0](out.transpose(1, 2).reshape(b, t, -1))
 
 

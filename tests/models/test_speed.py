@@ -7,9 +7,10 @@ import pytest
 import torch
 from torch import nn
 
-from cosyvoice_ui.models.speed import (Bf16Estimator, FastSettings, PackedLinear, apply_precision, bf16_is_native,
-                                       column_major_linears, onednn_linear_works, pack_linears,
-                                       quantize_linears_int8, speed_up_llm, trim_flow_prompt)
+from cosyvoice_ui.models.speed import (Bf16Estimator, FastSettings, PackedLinear, apply_precision, bf16_hift_decoder,
+                                       bf16_is_native, column_major_linears, fuse_qkv_projections,
+                                       onednn_linear_works, pack_linears, quantize_linears_int8, speed_up_llm,
+                                       trim_flow_prompt)
 from cosyvoice_ui.testing.tiny_model import TinyDims, build_v1_modules, v1_yaml
 
 
@@ -119,4 +120,63 @@ def test_apply_precision_reports_what_it_did(modules) -> None:
     llm2, flow2, _, _ = build_v1_modules(v1_yaml(TinyDims()), seed=5)
     fast = apply_precision(llm2, flow2, "fast", "cpu", FastSettings(bf16_estimator=False))
     assert fast["precision"] == "fast" and fast["llm"].startswith("int8") and fast["flow"] == "fp32"
-    assert fast["flow_steps"] == "5"
+    assert fast["flow_steps"] == "4"
+
+
+def test_fused_qkv_keeps_the_llm_numbers_and_tokens(modules) -> None:
+    llm = modules[0].eval()
+    with torch.inference_mode():
+        before = llm.teacher_forced_logp(*_llm_inputs())
+        tokens = list(llm.inference(*_llm_inputs()[:4], sampler=_argmax, max_len=20, ignore_eos=True))
+    layers = len(llm.llm.encoders) + len(llm.text_encoder.encoders)
+    assert fuse_qkv_projections(llm) == layers
+    attn = llm.llm.encoders[0].self_attn
+    assert attn.linear_qkv is not None and not hasattr(attn, "linear_q")
+    assert fuse_qkv_projections(llm) == 0  # already fused: nothing to do
+    with torch.inference_mode():
+        after = llm.teacher_forced_logp(*_llm_inputs())
+        assert list(llm.inference(*_llm_inputs()[:4], sampler=_argmax, max_len=20, ignore_eos=True)) == tokens
+    assert (after - before).abs().max() < 1e-4
+
+
+@pytest.mark.skipif(not bf16_is_native(), reason="this CPU has no native bf16 dot products")
+def test_bf16_hift_keeps_f0_and_source_in_float32_and_stays_close(modules) -> None:
+    hift = modules[2].eval()
+    g = torch.Generator().manual_seed(2)
+    mel = torch.randn(1, 80, 23, generator=g) - 4
+    with torch.inference_mode():
+        ref, ref_source = hift.inference(mel, generator=torch.Generator().manual_seed(3))
+        bf16_hift_decoder(hift)
+        out, source = hift.inference(mel, generator=torch.Generator().manual_seed(3))
+    assert hift.f0_predictor.condnet[0].weight.dtype == torch.float32
+    assert hift.conv_post.weight.dtype == torch.bfloat16
+    assert out.dtype == torch.float32 and out.shape == ref.shape
+    assert torch.equal(source, ref_source)  # the excitation is computed exactly as before
+    rel = ((out - ref).norm() / ref.norm()).item()
+    assert 0 < rel < 0.1
+
+
+@pytest.mark.skipif(not bf16_is_native(), reason="this CPU has no native bf16 dot products")
+def test_bf16_estimator_matmul_attention_matches_its_sdpa_path(modules) -> None:
+    estimator = modules[1].decoder.estimator.eval()
+    g = torch.Generator().manual_seed(4)
+    x, mu, cond = (torch.randn(2, 80, 29, generator=g) for _ in range(3))
+    spks, t = torch.randn(2, 80, generator=g), torch.tensor([0.6, 0.6])
+    mask = torch.ones(2, 1, 29)
+    mask[1, :, 25:] = 0  # padded frames exercise the key mask
+    wrapped = Bf16Estimator(estimator, matmul_attention=False)
+    with torch.inference_mode():
+        sdpa = wrapped(x, mask, mu, t, spks, cond)
+        for module in estimator.modules():
+            if hasattr(module, "matmul_attention"):
+                module.matmul_attention = True
+        matmul = wrapped(x, mask, mu, t, spks, cond)
+    rel = ((matmul - sdpa).norm() / sdpa.norm()).item()
+    assert rel < 0.03 and torch.isfinite(matmul).all()
+
+
+def test_fast_precision_reports_the_vocoder(modules) -> None:
+    llm, flow, hift, _ = modules
+    done = apply_precision(llm, flow, "fast", "cpu", FastSettings(bf16_hift=False), hift=hift)
+    assert done["hift"] == "fp32" and hift.decode_dtype == torch.float32
+    assert "q/k/v fused" in done["llm"]

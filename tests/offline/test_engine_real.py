@@ -26,7 +26,7 @@ HARVARD = (
     "It is easy to tell the depth of a well. These days a chicken leg is a rare dish. "
     "Rice is often served in round bowls."
 )
-# Measured on the development machine (see cosyvoice_ui/offline/README_SECTION.md): the default
+# Measured on the development machine (README, "Works offline out of the box"): the default
 # speaker reaches about 0.6 of the distinct reference words with pocketsphinx's generic English
 # model (WER about 0.43). The threshold leaves margin for other CPUs' numerics.
 MIN_WORD_RECALL = 0.45
