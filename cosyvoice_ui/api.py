@@ -7,6 +7,7 @@
     DELETE /v1/voices/{id}    forget one
     GET    /v1/models         the model and what it can do (modes, speakers, sample rate)
     GET    /health            model state, device, memory, queue (no key needed)
+    GET    /docs              the interactive schema, its assets served from here (works offline)
 
 Errors are `{"error": {"code", "message"}}`: 4xx for the client's faults (422 for a request the model
 cannot serve as given), 503 when the model cannot be loaded, 502 when a remote engine fails.
@@ -39,6 +40,38 @@ log = logging.getLogger(__name__)
 
 STATUS_BY_CODE = {"payload_too_large": 413, "voice_not_found": 404}
 ERRORS = {code: {"model": ErrorBody} for code in (400, 401, 403, 413, 422, 429, 503)}
+
+
+DOCS_ASSETS = "/docs-assets"
+
+
+def add_docs(app, title: str = "CosyVoice Studio API") -> bool:
+    """Serve the interactive schema at `/docs` with Swagger UI's files from the `swagger-ui-bundle-v2`
+    package, so the page works without internet (FastAPI's default page loads them from a CDN).
+    Swagger UI 5 is needed: FastAPI writes OpenAPI 3.1, which the 4.x bundle refuses to draw.
+    Create `app` with `docs_url=None`. Returns False (and serves FastAPI's CDN page) without the package."""
+    try:
+        from swagger_ui_bundle import swagger_ui_path
+    except ImportError:
+        log.warning("swagger-ui-bundle-v2 is not installed: /docs loads Swagger UI from a CDN")
+        from fastapi.openapi.docs import get_swagger_ui_html
+
+        app.add_api_route("/docs", lambda: get_swagger_ui_html(openapi_url=app.openapi_url, title=title),
+                          include_in_schema=False)
+        return False
+    from fastapi.openapi.docs import get_swagger_ui_html
+    from fastapi.staticfiles import StaticFiles
+
+    app.mount(DOCS_ASSETS, StaticFiles(directory=swagger_ui_path), name="docs-assets")
+
+    def docs_page():
+        return get_swagger_ui_html(openapi_url=app.openapi_url, title=title,
+                                   swagger_js_url=f"{DOCS_ASSETS}/swagger-ui-bundle.js",
+                                   swagger_css_url=f"{DOCS_ASSETS}/swagger-ui.css",
+                                   swagger_favicon_url=f"{DOCS_ASSETS}/favicon-32x32.png")
+
+    app.add_api_route("/docs", docs_page, include_in_schema=False)
+    return True
 
 
 def add_routes(app, manager: ModelManager, settings: Settings, service: ApiService | None = None) -> ApiService:

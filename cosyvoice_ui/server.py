@@ -93,15 +93,13 @@ def create_app(settings: Settings, manager: ModelManager | None = None, share: S
     from .ui.strings import i18n
 
     manager = manager or create_manager(settings)
-    app = FastAPI(title="CosyVoice Studio API", docs_url="/docs", redoc_url=None)
+    from .api import add_docs, add_routes
+
+    app = FastAPI(title="CosyVoice Studio API", docs_url=None, redoc_url=None)
     app.state.manager = manager
     app.state.settings = settings
-    try:
-        from .api import add_routes
-    except ImportError:  # the REST API module is optional while it is being built
-        add_routes = None
-    if add_routes is not None:
-        add_routes(app, manager, settings)
+    add_routes(app, manager, settings)
+    add_docs(app)
     output_dir = Path(settings.extra.get("output_dir", "outputs"))
     from .voices import VoiceLibrary
 

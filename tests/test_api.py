@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+import re
 import threading
 import time
 from pathlib import Path
@@ -19,7 +20,7 @@ import soundfile as sf
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from cosyvoice_ui.api import add_routes
+from cosyvoice_ui.api import add_docs, add_routes
 from cosyvoice_ui.api_security import RateLimiter
 from cosyvoice_ui.backend import Engine
 from cosyvoice_ui.errors import ConfigError
@@ -85,8 +86,9 @@ def fake_client(tmp_path: Path, engine: Engine | None = None, **settings) -> tup
     config = Settings(**options)
     manager = ModelManager("fake", loader=lambda mid, progress: engine, idle_unload_s=0,
                            describe_model=lambda mid: engine.info)
-    app = FastAPI(docs_url="/docs")
+    app = FastAPI(docs_url=None)
     add_routes(app, manager, config)
+    add_docs(app)
     return TestClient(app), manager, engine
 
 
@@ -460,10 +462,24 @@ def test_speech_stream_format_audio_streams_wav(tmp_path: Path) -> None:
 
 def test_openapi_schema_lists_every_route(tmp_path: Path) -> None:
     client, _, _ = fake_client(tmp_path)
-    assert client.get("/docs").status_code == 200
+    page = client.get("/docs")
+    assert page.status_code == 200
     paths = client.get("/openapi.json").json()["paths"]
     assert {"/tts", "/v1/audio/speech", "/v1/voices", "/v1/voices/{voice_id}", "/v1/models", "/health"} <= set(paths)
     assert "multipart/form-data" in paths["/v1/voices"]["post"]["requestBody"]["content"]
+
+
+def test_docs_page_works_offline(tmp_path: Path) -> None:
+    """/docs must not need a CDN: every script and style it names is served by the app itself."""
+    client, _, _ = fake_client(tmp_path)
+    page = client.get("/docs").text
+    assets = re.findall(r"""(?:src|href)=['"]([^'"]+\.(?:js|css))['"]""", page)
+    assert len(assets) >= 2, page
+    for url in assets:
+        assert url.startswith("/docs-assets/"), f"{url} is not served locally"
+        response = client.get(url)
+        assert response.status_code == 200 and len(response.content) > 10_000, url
+    assert "openapi.json" in page
 
 
 def test_ui_and_api_share_one_app(tiny_sft: Path, tmp_path: Path) -> None:
@@ -474,4 +490,6 @@ def test_ui_and_api_share_one_app(tiny_sft: Path, tmp_path: Path) -> None:
     client = TestClient(create_app(settings))
     assert client.get("/health").json()["model"]["state"] == "unloaded"
     assert client.get("/").status_code == 200  # the Gradio UI
+    assert "/docs-assets/swagger-ui-bundle.js" in client.get("/docs").text  # not shadowed by the UI at "/"
+    assert client.get("/docs-assets/swagger-ui.css").status_code == 200
     assert client.app.state.manager is client.app.state.api.manager  # one manager (and queue) for both

@@ -146,6 +146,29 @@ def test_english_validation_error_names_the_problem(app_url: str, browser) -> No
     context.close()
 
 
+def test_api_docs_page_renders_without_internet(app_url: str, browser) -> None:
+    """Swagger UI at /docs draws the routes from files the app serves itself; requests to any other
+    host are blocked, as on an offline machine."""
+    context = browser.new_context(locale="en-US")
+    page = context.new_page()
+    host = app_url.split("//", 1)[1].split("/", 1)[0]
+    outside: list[str] = []
+
+    def only_local(route) -> None:
+        if route.request.url.split("//", 1)[1].split("/", 1)[0] == host:
+            route.continue_()
+        else:
+            outside.append(route.request.url)
+            route.abort()
+
+    page.route("**/*", only_local)
+    page.goto(app_url.rstrip("/") + "/docs", wait_until="networkidle")
+    page.locator(".opblock-summary-path", has_text="/v1/audio/speech").first.wait_for(timeout=30_000)
+    assert page.locator(".opblock").count() >= 6
+    assert not outside, f"/docs asked other hosts: {outside}"
+    context.close()
+
+
 def test_example_voice_button_generates_in_one_click(app_url: str, browser) -> None:
     from cosyvoice_ui.ui.examples import example_available
 
