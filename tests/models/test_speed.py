@@ -27,6 +27,13 @@ def _llm_inputs(seed: int = 0) -> tuple[torch.Tensor, ...]:
             torch.randint(0, 4096, (1, 15), generator=g))
 
 
+def _estimator_inputs(seed: int, frames: int, t: float) -> tuple[torch.Tensor, ...]:
+    """x, mu, t, spks, cond for a CFG-sized (batch 2) estimator call."""
+    g = torch.Generator().manual_seed(seed)
+    x, mu, cond = (torch.randn(2, 80, frames, generator=g) for _ in range(3))
+    return x, mu, torch.tensor([t, t]), torch.randn(2, 80, generator=g), cond
+
+
 def test_column_major_layout_keeps_outputs_and_state_dict(modules) -> None:
     llm = modules[0].eval()
     keys = {k: v.shape for k, v in llm.state_dict().items()}
@@ -87,9 +94,7 @@ def test_int8_llm_is_close_and_skips_what_it_is_told(modules) -> None:
 @pytest.mark.skipif(not bf16_is_native(), reason="this CPU has no native bf16 dot products")
 def test_bf16_estimator_is_float32_outside_and_close(modules) -> None:
     estimator = modules[1].decoder.estimator.eval()
-    g = torch.Generator().manual_seed(1)
-    x, mu, cond = (torch.randn(2, 80, 37, generator=g) for _ in range(3))
-    spks, t = torch.randn(2, 80, generator=g), torch.tensor([0.3, 0.3])
+    x, mu, t, spks, cond = _estimator_inputs(1, 37, 0.3)
     with torch.inference_mode():
         ref = estimator(x, None, mu, t, spks, cond)
         wrapped = Bf16Estimator(estimator)
@@ -159,9 +164,7 @@ def test_bf16_hift_keeps_f0_and_source_in_float32_and_stays_close(modules) -> No
 @pytest.mark.skipif(not bf16_is_native(), reason="this CPU has no native bf16 dot products")
 def test_bf16_estimator_matmul_attention_matches_its_sdpa_path(modules) -> None:
     estimator = modules[1].decoder.estimator.eval()
-    g = torch.Generator().manual_seed(4)
-    x, mu, cond = (torch.randn(2, 80, 29, generator=g) for _ in range(3))
-    spks, t = torch.randn(2, 80, generator=g), torch.tensor([0.6, 0.6])
+    x, mu, t, spks, cond = _estimator_inputs(4, 29, 0.6)
     mask = torch.ones(2, 1, 29)
     mask[1, :, 25:] = 0  # padded frames exercise the key mask
     wrapped = Bf16Estimator(estimator, matmul_attention=False)
