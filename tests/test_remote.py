@@ -174,3 +174,52 @@ def test_cli_synth_on_a_remote_instance(remote, local_engine, tmp_path: Path) ->
                                                           seed=6))
     assert rate == 22050
     np.testing.assert_allclose(got, expected, atol=2 / 32767)
+
+
+def test_server_keeps_serving_concurrent_requests(remote, local_engine) -> None:
+    """Parallel clients on the real server: every good request gets its own seed's audio (no state leaks
+    between jobs in the queue), bad ones get their 4xx, and /health answers throughout."""
+    import httpx
+
+    url, _ = remote
+    headers = {"Authorization": f"Bearer {KEY}"}
+    texts = {seed: f"Concurrent request number {seed}." for seed in range(1, 6)}
+    bad = [({"text": "", "speaker": "英文女"}, "text_empty"), ({"text": "Hi.", "speaker": "nobody"}, "speaker_unknown")]
+    results: dict[str, httpx.Response] = {}
+    health_codes: list[int] = []
+    done = threading.Event()
+
+    def post(name: str, body: dict) -> None:
+        with httpx.Client(base_url=url, headers=headers, timeout=120) as client:
+            results[name] = client.post("/tts", json=body)
+
+    def poll_health() -> None:
+        with httpx.Client(base_url=url, timeout=10) as client:
+            while not done.is_set():
+                health_codes.append(client.get("/health").status_code)
+                time.sleep(0.05)
+
+    workers = [threading.Thread(target=post, args=(f"seed{seed}", {"text": text, "speaker": "英文女", "seed": seed,
+                                                                  "format": "wav", "normalize": False}))
+               for seed, text in texts.items()]
+    workers += [threading.Thread(target=post, args=(f"bad{i}", body)) for i, (body, _) in enumerate(bad)]
+    poller = threading.Thread(target=poll_health)
+    poller.start()
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(180)
+    done.set()
+    poller.join(10)
+
+    for seed, text in texts.items():
+        response = results[f"seed{seed}"]
+        assert response.status_code == 200, response.text
+        got, _ = sf.read(io.BytesIO(base64.b64decode(response.json()["audio"])), dtype="float32")
+        expected = local_audio(local_engine, SynthesisRequest(Mode.SFT, text=text, speaker="英文女", seed=seed))
+        assert len(got) == len(expected)
+        np.testing.assert_allclose(got, expected, atol=1 / 32767)
+    for i, (_, code) in enumerate(bad):
+        response = results[f"bad{i}"]
+        assert 400 <= response.status_code < 500 and response.json()["error"]["code"] == code, response.text
+    assert health_codes and set(health_codes) == {200}
