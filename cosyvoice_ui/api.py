@@ -5,11 +5,15 @@
     POST   /v1/voices         save a voice (JSON with base64 audio, or multipart) → its id
     GET    /v1/voices         saved voices
     DELETE /v1/voices/{id}    forget one
+    POST   /v1/voices/{id}/default   make it the voice used when a request names none (DELETE: undo)
+    GET    /v1/audio/voices   every name `voice` accepts: presets, saved voices, default, OpenAI aliases
+    GET    /v1/audio/models   the `model` names /v1/audio/speech accepts
     GET    /v1/models         the model and what it can do (modes, speakers, sample rate)
     GET    /health            model state, device, memory, queue (no key needed)
     GET    /docs              the interactive schema, its assets served from here (works offline)
 
-Errors are `{"error": {"code", "message"}}`: 4xx for the client's faults (422 for a request the model
+Errors are `{"error": {"code", "message", "type", "param"}}` (OpenAI's shape, so OpenAI clients raise
+their usual exceptions): 4xx for the client's faults (422 for a request the model
 cannot serve as given), 503 when the model cannot be loaded, 502 when a remote engine fails.
 Audio responses carry `X-Seed` (re-send it to reproduce), `X-Cache: hit|miss` and `X-Sample-Rate`.
 """
@@ -25,8 +29,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from .api_schemas import (ErrorBody, ModelList, ModelRecord, SpeechBody, TTSBody, TTSResult, VoiceBody, VoiceList,
-                          VoiceRecord)
+from .api_schemas import (ErrorBody, ModelList, ModelRecord, SpeechBody, SpeechVoiceList, TTSBody, TTSResult,
+                          VoiceBody, VoiceList, VoiceRecord)
 from .api_security import ApiError, Guard, UploadLimit
 from .api_service import ApiService, Finished, Prepared
 from .api_stream import audio_body, guarded, sse_body
@@ -43,6 +47,26 @@ ERRORS = {code: {"model": ErrorBody} for code in (400, 401, 403, 413, 422, 429, 
 
 
 DOCS_ASSETS = "/docs-assets"
+JSON_ONLY_ROUTES = ("/tts", "/v1/audio/speech")
+FORM_TYPE = b"application/x-www-form-urlencoded"
+
+
+class FormBodyAsJson:
+    """`curl URL -d '{"text": ...}'` labels its JSON body as a form. The JSON-only routes never take
+    forms, so there that label is read as JSON (a body that is not JSON still gets a clear 400)."""
+
+    def __init__(self, app, paths: tuple[str, ...] = JSON_ONLY_ROUTES) -> None:
+        self.app = app
+        self.paths = paths
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] == "http" and scope.get("method") == "POST" and scope["path"] in self.paths:
+            headers = scope.get("headers", [])
+            if any(k.lower() == b"content-type" and v.split(b";")[0].strip().lower() == FORM_TYPE
+                   for k, v in headers):
+                scope = dict(scope, headers=[(k, b"application/json") if k.lower() == b"content-type" else (k, v)
+                                             for k, v in headers])
+        await self.app(scope, receive, send)
 
 
 def add_docs(app, title: str = "CosyVoice Studio API") -> bool:
@@ -80,6 +104,7 @@ def add_routes(app, manager: ModelManager, settings: Settings, service: ApiServi
     guard = Guard(settings)
     app.state.api = service
     app.add_middleware(UploadLimit, max_bytes=int(settings.max_upload_mb * 2**20))
+    app.add_middleware(FormBodyAsJson)
     _add_error_handlers(app)
 
     def client(request: Request) -> str:
@@ -122,7 +147,8 @@ def add_routes(app, manager: ModelManager, settings: Settings, service: ApiServi
         data = encode(result.samples, result.sample_rate, job.fmt)
         payload = TTSResult(audio=base64.b64encode(data).decode(), sample_rate=result.sample_rate,
                             duration_s=round(len(result.samples) / result.sample_rate, 3), format=job.fmt,
-                            seed=result.seed)
+                            seed=result.seed, voice=None if job.request.prompt_audio is not None
+                            else job.request.speaker)
         return JSONResponse(payload.model_dump(), headers=audio_headers(result.seed, result.cached,
                                                                        result.sample_rate))
 
@@ -177,6 +203,38 @@ def add_routes(app, manager: ModelManager, settings: Settings, service: ApiServi
                            f"{', '.join(service.library.ids()) or 'none'}")
         return {"id": voice_id, "object": "voice", "deleted": True}
 
+    def voice_or_404(voice_id: str) -> None:
+        if service.library.get(voice_id) is None:
+            raise ApiError(404, "voice_not_found", f"there is no saved voice {voice_id!r}; saved voices: "
+                           f"{', '.join(service.library.ids()) or 'none'}", param="voice_id")
+
+    @app.post("/v1/voices/{voice_id}/default", tags=["voices"], dependencies=protected, responses=ERRORS | {
+              404: {"model": ErrorBody}}, summary="Make a saved voice the default (used when a request names none)")
+    def set_default_voice(voice_id: str):
+        voice_or_404(voice_id)
+        service.library.set_default(voice_id)
+        return {"id": voice_id, "object": "voice", "default": True}
+
+    @app.delete("/v1/voices/{voice_id}/default", tags=["voices"], dependencies=protected, responses=ERRORS | {
+                404: {"model": ErrorBody}}, summary="Stop using a saved voice as the default")
+    def clear_default_voice(voice_id: str):
+        voice_or_404(voice_id)
+        if service.library.default_id() == voice_id:
+            service.library.set_default(None)
+        return {"id": voice_id, "object": "voice", "default": False}
+
+    @app.get("/v1/audio/voices", tags=["speech"], dependencies=protected, response_model=SpeechVoiceList,
+             responses=ERRORS, summary="Every voice name /v1/audio/speech accepts (presets, saved, OpenAI aliases)")
+    def speech_voices():
+        return service.voice_listing()
+
+    @app.get("/v1/audio/models", tags=["speech"], dependencies=protected, responses=ERRORS,
+             summary="The model names /v1/audio/speech accepts")
+    def speech_models():
+        names = service.model_names(manager.info())
+        data = [{"id": name, "object": "model", "owned_by": "cosyvoice_ui"} for name in names]
+        return {"object": "list", "data": data, "models": data}
+
     @app.get("/v1/models", tags=["service"], dependencies=protected, response_model=ModelList, responses=ERRORS,
              summary="The model this server runs and what it can do")
     def models():
@@ -188,7 +246,8 @@ def add_routes(app, manager: ModelManager, settings: Settings, service: ApiServi
             id=info.name, name=info.name, family=info.family, sample_rate=info.sample_rate,
             modes=[m.value for m in info.modes], speakers=list(info.speakers),
             instruct_examples=list(info.instruct_examples), streaming=info.streaming, device=info.device,
-            notes=info.notes, loaded=loaded, saved_voices=list(service.library.ids()))])
+            notes=info.notes, loaded=loaded, saved_voices=list(service.library.ids()),
+            default_voice=_ref_dict(service.default_voice(info)), accepted_model_names=list(service.model_names(info)))])
 
     @app.get("/health", tags=["service"], summary="Model state (loaded/unloaded/loading), device, memory, queue")
     def health():
@@ -199,11 +258,16 @@ def add_routes(app, manager: ModelManager, settings: Settings, service: ApiServi
             "queue": {"running": status["running"], "queued": status["queued"], "limit": settings.queue_size},
             "memory": {"rss_mb": status["rss_mb"], "baseline_rss_mb": status["baseline_rss_mb"], **_gpu_memory()},
             "idle_unload_s": status["idle_unload_s"],
+            "default_voice": _ref_dict(service.default_voice()),
             "api_key_required": bool(guard.keys) or guard.refuses_all,
             "engine_url": settings.engine_url,
         }
 
     return service
+
+
+def _ref_dict(ref) -> dict | None:
+    return ref.to_dict() if ref is not None else None
 
 
 def _gpu_memory() -> dict:
@@ -218,8 +282,21 @@ def _gpu_memory() -> dict:
     return {}
 
 
-def error_response(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status, headers=headers)
+ERROR_TYPES = {401: "authentication_error", 403: "permission_error", 404: "not_found_error",
+               429: "rate_limit_error"}
+
+
+def error_type(status: int) -> str:
+    """OpenAI's error `type` for a status (clients branch on it)."""
+    if status >= 500:
+        return "server_error"
+    return ERROR_TYPES.get(status, "invalid_request_error")
+
+
+def error_response(status: int, code: str, message: str, headers: dict[str, str] | None = None,
+                   param: str | None = None) -> JSONResponse:
+    body = {"code": code, "message": message, "type": error_type(status), "param": param}
+    return JSONResponse({"error": body}, status_code=status, headers=headers)
 
 
 def _validation_error(exc: Exception) -> ApiError:
@@ -239,10 +316,12 @@ def _validation_error(exc: Exception) -> ApiError:
 
 def _add_error_handlers(app) -> None:
     async def on_api_error(request, exc: ApiError):
-        return error_response(exc.status, exc.code, exc.message, exc.headers)
+        return error_response(exc.status, exc.code, exc.message, exc.headers, exc.param)
 
     async def on_invalid(request, exc: InvalidRequest):
-        return error_response(STATUS_BY_CODE.get(exc.code, 422), exc.code, exc.message)
+        param = exc.params.get("param") or exc.params.get("what")
+        return error_response(STATUS_BY_CODE.get(exc.code, 422), exc.code, exc.message,
+                              param=param if isinstance(param, str) else None)
 
     async def on_validation(request, exc: RequestValidationError):
         err = _validation_error(exc)

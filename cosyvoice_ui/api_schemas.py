@@ -10,9 +10,11 @@ MAX_SEED = 2**31 - 1
 
 
 class TTSBody(BaseModel):
-    """`POST /tts`. Which fields matter depends on `mode` (omitted: inferred from the other fields)."""
+    """`POST /tts`. Only `text` is required: with no voice named, the server's default voice speaks.
+    Which other fields matter depends on `mode` (omitted: inferred from the other fields)."""
 
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
+        {"text": "Hello there!"},
         {"text": "Your call is important to us.", "mode": "sft", "speaker": "英文女", "seed": 7, "format": "wav"},
         {"text": "Hello from a saved voice.", "voice_id": "narrator", "format": "mp3"},
     ]})
@@ -20,7 +22,8 @@ class TTSBody(BaseModel):
     text: str = Field("", description="what to say (all modes except vc)")
     mode: str | None = Field(None, description="sft | zero_shot | cross_lingual | instruct | vc; omitted: "
                              "vc with source_audio, else zero_shot/cross_lingual with a voice, else sft/instruct")
-    speaker: str | None = Field(None, description="preset speaker (sft, instruct); see GET /v1/models")
+    speaker: str | None = Field(None, description="preset speaker (sft, instruct) or saved voice id; omitted or "
+                                "\"default\": the server's default voice (GET /v1/models says which)")
     voice_id: str | None = Field(None, description="saved voice id (zero_shot, cross_lingual, vc); see GET /v1/voices")
     prompt_audio: str | None = Field(None, description="base64 audio file (wav/flac/mp3/ogg) of the voice to clone")
     prompt_text: str = Field("", description="transcript of prompt_audio (zero_shot)")
@@ -28,7 +31,8 @@ class TTSBody(BaseModel):
     source_audio: str | None = Field(None, description="base64 audio whose words are re-voiced (vc)")
     speed: float = Field(1.0, description="tempo, 0.5-2.0")
     seed: int | None = Field(None, ge=0, le=MAX_SEED, description="omitted: a fresh one, returned in X-Seed")
-    format: str = Field("wav", description="wav | mp3 | flac | pcm (16-bit little-endian mono)")
+    format: str = Field("wav", description="wav | mp3 | flac | opus (Ogg) | aac (ADTS) | pcm (16-bit "
+                        "little-endian mono)")
     stream: bool = Field(False, description="chunked audio body (wav or pcm) that starts before synthesis ends")
     normalize: bool = Field(True, description="bring the result to -20 LUFS")
     text_frontend: bool = Field(True, description="normalise and split the text first")
@@ -42,19 +46,25 @@ class TTSResult(BaseModel):
     duration_s: float
     format: str
     seed: int
+    voice: str | None = Field(None, description="the voice that spoke (a preset, saved voice id or builtin)")
 
 
 class SpeechBody(BaseModel):
     """`POST /v1/audio/speech`, OpenAI's shape; `seed` and `normalize` are extensions."""
 
     model_config = ConfigDict(extra="ignore", json_schema_extra={"examples": [
+        {"model": "tts-1", "input": "Hello there!", "voice": "alloy"},
         {"model": "tts-1", "input": "Hello there!", "voice": "英文女", "response_format": "wav"},
     ]})
 
-    model: str = Field("", description="accepted for compatibility; the loaded model answers")
+    model: str = Field("", description="tts-1, tts-1-hd, gpt-4o-mini-tts or this server's model id; the "
+                       "loaded model answers")
     input: str = Field(description="the text to speak")
-    voice: str | dict = Field(description="a preset speaker or a saved voice id (or {\"id\": ...})")
-    response_format: str = Field("mp3", description="mp3 | wav | flac | pcm")
+    voice: str | dict | None = Field(None, description="a preset speaker, a saved voice id, \"default\", or an "
+                                     "OpenAI voice name (alloy, ash, ballad, coral, echo, fable, onyx, nova, sage, "
+                                     "shimmer, verse; mapped to this server's voices, see GET /v1/audio/voices); "
+                                     "omitted: the default voice. {\"id\": ...} works too")
+    response_format: str = Field("mp3", description="mp3 | opus | aac | flac | wav | pcm")
     speed: float = Field(1.0, description="0.5-2.0")
     stream_format: str | None = Field(None, description="audio: chunked body (wav/pcm stream as produced); "
                                       "sse: text/event-stream of speech.audio.delta events")
@@ -105,6 +115,9 @@ class ModelRecord(BaseModel):
     notes: str
     loaded: bool
     saved_voices: list[str]
+    default_voice: dict | None = Field(None, description="{id, kind}: the voice used when a request names none")
+    accepted_model_names: list[str] = Field(default_factory=list, description="`model` values "
+                                            "/v1/audio/speech accepts")
 
 
 class ModelList(BaseModel):
@@ -115,7 +128,27 @@ class ModelList(BaseModel):
 class ErrorDetail(BaseModel):
     code: str
     message: str
+    type: str = Field("invalid_request_error", description="OpenAI's error type (invalid_request_error, "
+                      "authentication_error, permission_error, not_found_error, rate_limit_error, server_error)")
+    param: str | None = Field(None, description="the request field at fault, when one is")
 
 
 class ErrorBody(BaseModel):
     error: ErrorDetail
+
+
+class VoiceEntry(BaseModel):
+    id: str
+    name: str
+    kind: str = Field(description="preset | saved | builtin | alias")
+    target: str | None = Field(None, description="aliases: the voice the name maps to")
+
+
+class SpeechVoiceList(BaseModel):
+    """`GET /v1/audio/voices`: every name `voice` accepts (`voices` repeats `data` for clients that read it)."""
+
+    object: str = "list"
+    data: list[VoiceEntry]
+    voices: list[VoiceEntry]
+    default: dict | None
+    aliases: dict[str, str]

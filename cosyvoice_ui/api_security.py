@@ -28,12 +28,14 @@ API_PREFIXES = ("/tts", "/v1/")
 class ApiError(Exception):
     """An HTTP error the API returns as `{"error": {"code", "message"}}` with `status`."""
 
-    def __init__(self, status: int, code: str, message: str, headers: dict[str, str] | None = None) -> None:
+    def __init__(self, status: int, code: str, message: str, headers: dict[str, str] | None = None,
+                 param: str | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
         self.message = message
         self.headers = headers or {}
+        self.param = param  # the request field at fault, when one is (OpenAI's error shape has it)
 
 
 class RateLimiter:

@@ -13,12 +13,14 @@ import logging
 import secrets
 import threading
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import numpy as np
 
 from . import audio as audio_utils
 from .api_security import ApiError, check_blocked, load_blocked_words
 from .api_stream import STREAM_FORMATS, LiveJob
+from .default_voice import DEFAULT_NAME, VoiceRef, VoiceResolver
 from .errors import CosyVoiceError, InvalidRequest
 from .families import model_that_can
 from .manager import ModelManager
@@ -26,12 +28,12 @@ from .result_cache import CachedResult, ResultCache, request_key
 from .settings import Settings
 from .types import Audio, EngineInfo, Mode, SynthesisRequest
 from .validation import check_request, infer_mode
+from .voice_aliases import OPENAI_MODELS, VoiceAliases
 from .voices import SavedVoice, VoiceLibrary, delete_voice, save_voice
 
 log = logging.getLogger(__name__)
 
 VOICE_MODES = (Mode.ZERO_SHOT, Mode.CROSS_LINGUAL, Mode.VC)
-OPENAI_ONLY_FORMATS = ("opus", "aac")
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,7 @@ class Prepared:
     fmt: str
     normalize: bool
     seed_given: bool
+    ref: VoiceRef | None = None  # the saved or built-in voice to register first (None: preset or recording)
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,8 @@ class ApiService:
         self.manager = manager
         self.settings = settings
         self.library = library or VoiceLibrary(settings.voices_dir)
+        self.voices = VoiceResolver(self.library, settings.default_voice)
+        self.aliases = VoiceAliases.from_file(settings.voice_aliases_file)
         self.cache = cache if cache is not None else ResultCache(settings.cache_entries)
         self.blocked = load_blocked_words(settings.blocked_words_file)
         self.max_upload_bytes = int(settings.max_upload_mb * 2**20)
@@ -100,8 +105,9 @@ class ApiService:
         """`POST /tts` body → a checked request."""
         info = self.manager.info()
         presets = info.speakers if info else ()
-        saved_id = body.voice_id or (body.speaker if body.speaker and body.speaker not in presets
-                                     and self.library.get(body.speaker) else None)
+        speaker = (body.speaker or "").strip() or None
+        saved_id = body.voice_id or (speaker if speaker and speaker not in presets
+                                     and self.library.get(speaker) else None)
         voice = self.library.require(saved_id) if saved_id else None
         if body.mode:
             try:
@@ -117,33 +123,33 @@ class ApiService:
         request = SynthesisRequest(
             mode=mode, text=body.text, prompt_audio=self.decode_audio(body.prompt_audio, "prompt_audio"),
             prompt_text=body.prompt_text, instruct_text=body.instruct_text,
-            speaker=voice.id if voice else body.speaker,
+            speaker=voice.id if voice else speaker,
             source_audio=self.decode_audio(body.source_audio, "source_audio"), speed=body.speed, seed=body.seed,
             stream=body.stream, text_frontend=body.text_frontend, voice_match=body.voice_match)
+        request, ref = self.voices.apply(request, info, mode_given=bool(body.mode))
+        if ref is not None and ref.kind == "saved":
+            voice = self.library.require(ref.id)
         fmt = self.output_format(body.format, streamed=body.stream)
-        return self._finish(request, voice, fmt, body.normalize, info)
+        return self._finish(request, voice, fmt, body.normalize, info, ref)
 
     def speech_request(self, body) -> tuple[Prepared, str | None]:
         """`POST /v1/audio/speech` body → (checked request, how to stream: None | "audio" | "sse")."""
         info = self.manager.info()
+        self.check_model(body.model, info)
         voice_name = body.voice.get("id") if isinstance(body.voice, dict) else body.voice
         voice_name = str(voice_name or "").strip()
-        presets = info.speakers if info else ()
         instructions = body.instructions.strip()
+        ref = self.resolve_voice(voice_name, info)
         voice = None
-        if voice_name in presets:
+        if ref.is_preset:
             mode = Mode.INSTRUCT if instructions else Mode.SFT
-        elif self.library.get(voice_name) is not None:
+        else:
             if instructions:
                 raise InvalidRequest("instructions_need_preset", "instructions work with a preset speaker of an "
-                                     f"instruct model ({model_that_can(Mode.INSTRUCT)}), not with a saved voice; "
-                                     "drop `instructions` or choose a preset voice")
-            voice = self.library.require(voice_name)
-            mode = Mode.ZERO_SHOT if voice.transcript else Mode.CROSS_LINGUAL
-        else:
-            known = ", ".join(list(presets) + list(self.library.ids())) or "none (save one with POST /v1/voices)"
-            raise InvalidRequest("voice_unknown", f"unknown voice {voice_name!r}; this server's voices: {known}",
-                                 voice=voice_name)
+                                     f"instruct model ({model_that_can(Mode.INSTRUCT)}), not with a cloned voice; "
+                                     "drop `instructions` or choose a preset voice", what="instructions")
+            voice = self.library.require(ref.id) if ref.kind == "saved" else None
+            mode = Mode.ZERO_SHOT if ref.transcript else Mode.CROSS_LINGUAL
         stream = (body.stream_format or "").strip().lower() or None
         if stream not in (None, "audio", "sse"):
             raise InvalidRequest("bad_stream_format", f"unknown stream_format {body.stream_format!r}; choose audio "
@@ -153,31 +159,84 @@ class ApiService:
             fmt = self.output_format(fmt, streamed=True)
         elif stream == "audio" and fmt not in STREAM_FORMATS:
             stream = None  # mp3/flac cannot be cut into independent pieces: sent whole when done
-        request = SynthesisRequest(mode=mode, text=body.input, instruct_text=instructions,
-                                   speaker=voice.id if voice else voice_name, speed=body.speed, seed=body.seed,
-                                   stream=stream is not None)
+        request = SynthesisRequest(mode=mode, text=body.input, instruct_text=instructions, speaker=ref.id,
+                                   speed=body.speed, seed=body.seed, stream=stream is not None)
         fmt = self.output_format(fmt, streamed=stream is not None)
-        return self._finish(request, voice, fmt, body.normalize, info), stream
+        return self._finish(request, voice, fmt, body.normalize, info, None if ref.is_preset else ref), stream
+
+    # --- voices and models by name ------------------------------------------------------------------
+
+    def default_voice(self, info: EngineInfo | None = None) -> VoiceRef | None:
+        return self.voices.default(info if info is not None else self.manager.info())
+
+    def alias_map(self, info: EngineInfo | None) -> dict[str, str]:
+        """OpenAI voice name → this backend's voice (follows the loaded model)."""
+        default = self.voices.default(info)
+        return self.aliases.mapping(info, DEFAULT_NAME if default else None,
+                                    exists=lambda name: self.voices.lookup(name, info) is not None)
+
+    def resolve_voice(self, name: str, info: EngineInfo | None) -> VoiceRef:
+        """A voice by preset name, saved id, "default" (or nothing), or OpenAI alias; else `voice_unknown`."""
+        ref = self.voices.lookup(name, info)
+        if ref is None and name:
+            target = self.alias_map(info).get(name.lower())
+            ref = self.voices.lookup(target, info) if target else None
+        if ref is not None:
+            return ref
+        presets = info.speakers if info else ()
+        if not name:
+            raise InvalidRequest("voice_missing", "this model has no default voice: name a preset or a saved voice "
+                                 "in `voice` (GET /v1/audio/voices lists them)", what="voice")
+        known = ", ".join(list(presets) + list(self.library.ids())) or "none (save one with POST /v1/voices)"
+        raise InvalidRequest("voice_unknown", f"unknown voice {name!r}; this server's voices: {known} (and the "
+                             "OpenAI names, see GET /v1/audio/voices)", voice=name, what="voice")
+
+    def model_names(self, info: EngineInfo | None) -> tuple[str, ...]:
+        """The `model` values /v1/audio/speech accepts: OpenAI's TTS models and this server's model."""
+        names = list(OPENAI_MODELS)
+        if info is not None:
+            names += [info.name, info.family]
+        names.append(Path(self.manager.model_id).name)
+        return tuple(dict.fromkeys(n for n in names if n))
+
+    def check_model(self, model: str, info: EngineInfo | None) -> None:
+        model = (model or "").strip()
+        if model and model not in self.model_names(info) and model.lower() not in OPENAI_MODELS:
+            raise ApiError(404, "model_not_found", f"unknown model {model!r}; this server accepts "
+                           f"{', '.join(self.model_names(info))}", param="model")
+
+    def voice_listing(self) -> dict:
+        """Every name `voice` accepts now: presets, saved voices, the default and the OpenAI aliases."""
+        info = self.manager.info()
+        default = self.voices.default(info)
+        entries = [{"id": name, "name": name, "kind": "preset"} for name in (info.speakers if info else ())]
+        entries += [{"id": v.id, "name": v.name, "kind": "saved"} for v in self.library.list()]
+        if default is not None and default.kind == "builtin":
+            entries.append({"id": default.id, "name": "Built-in example voice", "kind": "builtin"})
+        aliases = self.alias_map(info)
+        entries += [{"id": alias, "name": alias, "kind": "alias", "target": target} for alias, target in aliases.items()]
+        return {"object": "list", "data": entries, "voices": entries,
+                "default": default.to_dict() if default else None, "aliases": aliases}
 
     def output_format(self, fmt: str, streamed: bool) -> str:
         fmt = (fmt or "wav").strip().lower()
         supported = STREAM_FORMATS if streamed else audio_utils.FORMATS
         if fmt not in supported:
-            extra = " (opus and aac are not available)" if fmt in OPENAI_ONLY_FORMATS else ""
+            extra = " (a streamed body is wav or pcm; others are sent whole)" if fmt in audio_utils.FORMATS else ""
             raise InvalidRequest("bad_format", f"unsupported audio format {fmt!r}{extra}; "
                                  f"{'streaming supports' if streamed else 'choose one of'} {', '.join(supported)}",
                                  format=fmt)
         return fmt
 
     def _finish(self, request: SynthesisRequest, voice: SavedVoice | None, fmt: str, normalize: bool,
-                info: EngineInfo | None) -> Prepared:
+                info: EngineInfo | None, ref: VoiceRef | None = None) -> Prepared:
         check_blocked((request.text, request.instruct_text), self.blocked)
         if request.mode in (Mode.SFT, Mode.INSTRUCT) and not request.speaker and info is not None and info.speakers:
             raise InvalidRequest("speaker_missing", f"{request.mode.value} needs a preset speaker: set `speaker` to "
                                  f"one of {', '.join(info.speakers)} (or send a voice to clone: voice_id or "
                                  "prompt_audio)")
-        check_request(request, info, self.settings.max_text_chars, saved_voices=self.library.ids(),
-                      needs=model_that_can(request.mode))
+        check_request(request, info, self.settings.max_text_chars,
+                      saved_voices=self.library.ids() + self.voices.usable_ids(), needs=model_that_can(request.mode))
         if voice is not None and request.mode is Mode.ZERO_SHOT and request.prompt_audio is None \
                 and not (request.prompt_text.strip() or voice.transcript):
             raise InvalidRequest("transcript_missing", f"saved voice {voice.id!r} has no transcript; use "
@@ -185,14 +244,14 @@ class ApiService:
         seed_given = request.seed is not None
         if not seed_given:
             request = replace(request, seed=secrets.randbits(31))
-        return Prepared(request, voice, fmt, normalize, seed_given)
+        return Prepared(request, voice, fmt, normalize, seed_given, ref)
 
     # --- running --------------------------------------------------------------------------------------
 
     def cache_key(self, job: Prepared) -> str | None:
         if not job.seed_given:
             return None
-        tag = f"{job.voice.id}@{job.voice.created}" if job.voice else ""
+        tag = f"{job.voice.id}@{job.voice.created}" if job.voice else (job.ref.id if job.ref else "")
         return request_key(self._model_tag(), job.request, tag, normalize=job.normalize)
 
     def cached(self, job: Prepared) -> CachedResult | None:
@@ -206,7 +265,7 @@ class ApiService:
             return Finished(hit.samples, hit.sample_rate, hit.seed, True)
         self._check_queue()
         with self.manager.job() as engine:
-            self._ensure_voice(engine, job.voice)
+            self._ensure_voice(engine, job)
             engine.check(job.request)
             rate = engine.info.sample_rate
             pieces = [chunk.samples for chunk in engine.synthesize(job.request)]
@@ -227,7 +286,7 @@ class ApiService:
         cancel = threading.Event()
         try:
             engine = stack.enter_context(self.manager.job(cancel=cancel))
-            self._ensure_voice(engine, job.voice)
+            self._ensure_voice(engine, job)
             engine.check(job.request)
             chunks = engine.synthesize(job.request, cancel=cancel)
             first = next(chunks, None)
@@ -245,10 +304,11 @@ class ApiService:
             raise ApiError(503, "queue_full", f"{queued} jobs are waiting already; retry shortly",
                            {"Retry-After": "5"})
 
-    def _ensure_voice(self, engine, voice: SavedVoice | None) -> None:
-        if voice is None or voice.id in engine.info.extras.get("saved_voices", ()):
-            return
-        engine.register_voice(voice.id, self.library.audio(voice.id), voice.transcript, self.library.path(voice.id))
+    def _ensure_voice(self, engine, job: Prepared) -> None:
+        if job.voice is not None:
+            self.voices.ensure(engine, VoiceRef("saved", job.voice.id, job.voice.transcript))
+        else:
+            self.voices.ensure(engine, job.ref)
 
     def _model_tag(self) -> str:
         info = self.manager.info()

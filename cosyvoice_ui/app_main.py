@@ -54,6 +54,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--engine-url", help="thin client: send synthesis to this remote instance")
     p.add_argument("--voices-dir", type=Path, default=Path("voices"))
     p.add_argument("--output-dir", type=Path, default=Path("outputs"))
+    p.add_argument("--default-voice", default=None, metavar="NAME",
+                   help="voice used when a request names none (a preset speaker or a saved voice id); default: "
+                        "the offline voice's default preset, a model's first preset, or the built-in example voice")
+    p.add_argument("--voice-aliases", type=Path, default=None, metavar="FILE",
+                   help="JSON file mapping OpenAI voice names (alloy, nova, ...) to this server's voices")
+    p.add_argument("--mcp", action="store_true",
+                   help="also serve synthesis and voice tools over MCP (Gradio's MCP server at /gradio_api/mcp/)")
     p.add_argument("-v", "--verbose", action="store_true")
     return p
 
@@ -66,6 +73,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         idle_unload_s=args.idle_unload, max_text_chars=args.max_text_chars, concurrency=args.concurrency,
         queue_size=args.queue_size, rate_limit_per_min=args.rate_limit, max_upload_mb=args.max_upload_mb,
         blocked_words_file=args.blocked_words, engine_url=args.engine_url,
+        default_voice=args.default_voice, voice_aliases_file=args.voice_aliases, mcp=args.mcp,
         extra={"output_dir": str(args.output_dir)},
     )
 
@@ -75,9 +83,14 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     settings = settings_from_args(args)
+    from .errors import CosyVoiceError
     from .server import serve
 
-    return serve(settings)
+    try:
+        return serve(settings)
+    except CosyVoiceError as exc:  # a bad flag value found while building the app (e.g. --voice-aliases)
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

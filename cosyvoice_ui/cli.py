@@ -47,7 +47,8 @@ def _add_synth(sub) -> None:
     p.add_argument("--prompt-wav", type=Path, help="voice sample (zero_shot, cross_lingual, vc target voice)")
     p.add_argument("--prompt-text", default="", help="transcript of --prompt-wav (zero_shot)")
     p.add_argument("--source-wav", type=Path, help="speech to convert (vc)")
-    p.add_argument("--speaker", help="preset speaker (sft/instruct)")
+    p.add_argument("--speaker", help="preset speaker (sft/instruct); default: the model's default voice "
+                   "(`voices default ID` picks a saved one)")
     p.add_argument("--voice", help="saved voice id (see `voices list`), instead of --prompt-wav")
     p.add_argument("--voices-dir", type=Path, default=Path("voices"))
     p.add_argument("--engine-url", help="synthesise on a running instance (http://host:7860) instead of locally")
@@ -79,7 +80,10 @@ def _add_voices(sub) -> None:
     ls = vs.add_parser("list", help="show saved voices")
     rm = vs.add_parser("rm", help="delete a saved voice")
     rm.add_argument("id")
-    for q in (add, ls, rm):
+    default = vs.add_parser("default", help="show, set or clear the saved voice used when no voice is named")
+    default.add_argument("id", nargs="?", help="saved voice id to make the default")
+    default.add_argument("--clear", action="store_true", help="back to the model's own default voice")
+    for q in (add, ls, rm, default):
         q.add_argument("--voices-dir", type=Path, default=Path("voices"))
 
 
@@ -125,6 +129,22 @@ def _use_voice(engine, args) -> None:
     args.voice_transcript = voice.transcript
 
 
+def _request_maker(engine, args):
+    """`make(args, text)` → the request to run: flags, then the default voice where none is named
+    (registered with the engine first when it is a saved or the built-in voice)."""
+    from .default_voice import VoiceResolver
+    from .voices import VoiceLibrary
+
+    resolver = VoiceResolver(VoiceLibrary(args.voices_dir))
+
+    def make(args, text: str):
+        request, ref = resolver.apply(_request(args, text), engine.info, mode_given=bool(args.mode))
+        resolver.ensure(engine, ref)
+        return request
+
+    return make
+
+
 def _request(args, text: str):
     from .audio import read_audio
     from .types import SynthesisRequest
@@ -166,8 +186,8 @@ def cmd_synth(args) -> int:
     if args.text_file:
         from .batch import synth_text_file
 
-        return synth_text_file(engine, args, _request, _write, progress)
-    request = _request(args, args.text)
+        return synth_text_file(engine, args, _request_maker(engine, args), _write, progress)
+    request = _request_maker(engine, args)(args, args.text)
     engine.check(request)
     pieces = []
     for chunk in engine.synthesize(request, progress=progress):
@@ -194,6 +214,17 @@ def cmd_voices(args) -> int:
         if not voices:
             print(f"no saved voices in {args.voices_dir} (add one: python -m cosyvoice_ui voices add NAME "
                   "--prompt-wav clip.wav --prompt-text '...')")
+        return 0
+    if args.voices_command == "default":
+        if args.clear:
+            library.set_default(None)
+            print("no saved voice is the default now: the model's own default voice speaks")
+        elif args.id:
+            library.set_default(args.id)
+            print(f"{args.id} is the default voice now (used when no voice or speaker is named)")
+        else:
+            current = library.default_id()
+            print(current or "none: the model's own default voice (its default preset, or the built-in voice)")
         return 0
     if args.voices_command == "rm":
         if not library.remove(args.id):

@@ -33,6 +33,9 @@ class Settings:
     blocked_words_file: Path | None = None
     engine_url: str | None = None  # thin-client mode: send synthesis to this remote instance
     cache_entries: int = 64  # recent results kept for instant repeats
+    default_voice: str | None = None  # --default-voice: preset or saved voice used when a request names none
+    voice_aliases_file: Path | None = None  # --voice-aliases: JSON {"alloy": "<voice>", ...} for OpenAI clients
+    mcp: bool = False  # --mcp: expose synthesis and voices as MCP tools (Gradio's MCP server)
     extra: dict = field(default_factory=dict)
 
     def with_(self, **changes: object) -> Settings:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import audio as audio_utils
+from .default_voice import RESERVED_IDS
 from .errors import CosyVoiceError, InvalidRequest
 from .types import Audio
 
@@ -40,6 +41,7 @@ log = logging.getLogger(__name__)
 
 VOICE_FILE = "voice.json"
 PROMPT_FILE = "prompt.wav"
+DEFAULT_FILE = "default.json"  # which saved voice speaks when a request names none
 MAX_NAME_CHARS = 100
 MAX_TRANSCRIPT_CHARS = 1000
 # Ids are URL path segments and folder names: word characters (any script) and dashes, no dots or slashes.
@@ -126,6 +128,22 @@ class VoiceLibrary:
             raise InvalidRequest("voice_unknown", f"{voice_id!r} is not a valid voice id", voice=voice_id)
         return self.root / voice_id
 
+    def default_id(self) -> str | None:
+        """The saved voice marked as the default (None when none is, or it was deleted)."""
+        try:
+            voice_id = json.loads((self.root / DEFAULT_FILE).read_text(encoding="utf-8")).get("id")
+        except (OSError, ValueError, AttributeError):
+            return None
+        return voice_id if isinstance(voice_id, str) and self.get(voice_id) is not None else None
+
+    def set_default(self, voice_id: str | None) -> None:
+        """Mark a saved voice as the default (None: back to the model's own default)."""
+        if voice_id is None:
+            (self.root / DEFAULT_FILE).unlink(missing_ok=True)
+            return
+        self.require(voice_id)
+        _write_atomic(self.root / DEFAULT_FILE, json.dumps({"id": voice_id}).encode())
+
     def audio(self, voice_id: str) -> Audio:
         """The stored (checked and trimmed) prompt recording."""
         return audio_utils.read_audio(self.path(voice_id) / PROMPT_FILE, what=f"saved voice {voice_id}")
@@ -153,7 +171,7 @@ class VoiceLibrary:
                                  chars=len(transcript), limit=MAX_TRANSCRIPT_CHARS)
         trimmed = audio_utils.check_prompt(audio)
         try:
-            folder = self._claim(slugify(name), set(reserved))
+            folder = self._claim(slugify(name), set(reserved) | set(RESERVED_IDS))
         except OSError as exc:
             raise CosyVoiceError(f"cannot create a folder in the voices directory {self.root} ({exc.strerror}); "
                                  "check that it is writable or choose another --voices-dir") from exc
@@ -175,6 +193,8 @@ class VoiceLibrary:
         if self.get(voice_id) is None:
             return False
         shutil.rmtree(self.root / voice_id, ignore_errors=True)
+        if self.default_id() is None:
+            (self.root / DEFAULT_FILE).unlink(missing_ok=True)
         log.info("removed saved voice %s", voice_id)
         return True
 

