@@ -20,4 +20,7 @@ if ! command -v chromium >/dev/null 2>&1 || ! fc-list 2>/dev/null | grep -qi "no
 fi
 
 bash scripts/install.sh --dev
+# The Home Assistant (Wyoming) bridge test needs Python >= 3.12 in a venv of its own.
+WYOMING_OPENAI_PYTHON="$(bash scripts/install_bridge.sh)"
+export WYOMING_OPENAI_PYTHON
 exec .venv/bin/python -m pytest -q "$@"
