@@ -23,17 +23,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .types import Mode, SynthesisRequest
+from .voices import RESERVED_IDS, VoiceLibrary
 
 if TYPE_CHECKING:
     from .backend import Engine
     from .types import Audio, EngineInfo
-    from .voices import VoiceLibrary
 
 log = logging.getLogger(__name__)
 
-DEFAULT_NAME = "default"
-BUILTIN_ID = "builtin"  # the engine-side id of the built-in example voice
-RESERVED_IDS = (DEFAULT_NAME, BUILTIN_ID)  # never given to a saved voice
+DEFAULT_NAME, BUILTIN_ID = RESERVED_IDS  # never given to a saved voice; BUILTIN_ID is also its engine-side id
 ASSETS = Path(__file__).resolve().parent / "assets"
 BUILTIN_AUDIO = ASSETS / "builtin_voice.flac"
 BUILTIN_META = ASSETS / "builtin_voice.json"

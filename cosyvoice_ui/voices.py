@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import audio as audio_utils
-from .default_voice import RESERVED_IDS
 from .errors import CosyVoiceError, InvalidRequest
 from .types import Audio
 
@@ -42,6 +41,7 @@ log = logging.getLogger(__name__)
 VOICE_FILE = "voice.json"
 PROMPT_FILE = "prompt.wav"
 DEFAULT_FILE = "default.json"  # which saved voice speaks when a request names none
+RESERVED_IDS = ("default", "builtin")  # mean the default and the built-in voice (default_voice.py)
 MAX_NAME_CHARS = 100
 MAX_TRANSCRIPT_CHARS = 1000
 # Ids are URL path segments and folder names: word characters (any script) and dashes, no dots or slashes.
