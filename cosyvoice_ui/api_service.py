@@ -28,7 +28,7 @@ from .result_cache import CachedResult, ResultCache, request_key
 from .settings import Settings
 from .types import Audio, EngineInfo, Mode, SynthesisRequest
 from .validation import check_request, infer_mode
-from .voice_aliases import OPENAI_MODELS, VoiceAliases
+from .voice_aliases import GENERIC_MODELS, OPENAI_MODELS, VoiceAliases
 from .voices import SavedVoice, VoiceLibrary, delete_voice, save_voice
 
 log = logging.getLogger(__name__)
@@ -193,7 +193,7 @@ class ApiService:
 
     def model_names(self, info: EngineInfo | None) -> tuple[str, ...]:
         """The `model` values /v1/audio/speech accepts: OpenAI's TTS models and this server's model."""
-        names = list(OPENAI_MODELS)
+        names = list(OPENAI_MODELS + GENERIC_MODELS)
         if info is not None:
             names += [info.name, info.family]
         names.append(Path(self.manager.model_id).name)

@@ -52,8 +52,12 @@ def read_audio(source: str | Path | bytes, what: str = "prompt audio") -> Audio:
         handle = io.BytesIO(source) if isinstance(source, (bytes, bytearray)) else str(source)
         samples, rate = sf.read(handle, dtype="float32", always_2d=True)
     except Exception as exc:  # soundfile raises LibsndfileError, RuntimeError, TypeError...
-        raise InvalidRequest("audio_unreadable", f"the {what} could not be read as audio ({exc}); "
-                             "upload a WAV, FLAC, MP3 or OGG file", what=what) from exc
+        # soundfile's message names the file or a buffer object; the user only needs to know it isn't audio
+        log.info("unreadable %s: %s", what, exc)
+        empty = isinstance(source, (bytes, bytearray)) and not source
+        raise InvalidRequest("audio_unreadable", f"the {what} could not be read as audio ("
+                             f"{'the file is empty' if empty else 'not a sound file, or damaged'}); "
+                             "upload a WAV, FLAC, MP3 or OGG file", what=what) from None
     return Audio(samples=np.ascontiguousarray(samples.mean(axis=1), dtype=np.float32), sample_rate=int(rate))
 
 

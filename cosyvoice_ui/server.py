@@ -92,21 +92,52 @@ def create_app(settings: Settings, manager: ModelManager | None = None, share: S
     from .ui.layout import build_ui
     from .ui.strings import i18n
 
+    check_mcp(settings)
     manager = manager or create_manager(settings)
     from .api import add_docs, add_routes
 
     app = FastAPI(title="CosyVoice Studio API", docs_url=None, redoc_url=None)
     app.state.manager = manager
     app.state.settings = settings
-    add_routes(app, manager, settings)
+    service = add_routes(app, manager, settings)
     add_docs(app)
     output_dir = Path(settings.extra.get("output_dir", "outputs"))
     from .voices import VoiceLibrary
 
-    demo = build_ui(manager, settings, output_dir=output_dir, voices=VoiceLibrary(settings.voices_dir), share=share)
+    demo = build_ui(manager, settings, output_dir=output_dir, voices=VoiceLibrary(settings.voices_dir), share=share,
+                    service=service)
     auth = list(settings.auth) or None
-    return gr.mount_gradio_app(app, demo, path="/", auth=auth, i18n=i18n(), allowed_paths=[str(output_dir)],
-                               max_file_size=f"{int(settings.max_upload_mb)}mb", footer_links=["api", "settings"])
+    app = gr.mount_gradio_app(app, demo, path="/", auth=auth, i18n=i18n(), allowed_paths=[str(output_dir)],
+                              max_file_size=f"{int(settings.max_upload_mb)}mb", footer_links=["api", "settings"],
+                              mcp_server=settings.mcp)
+    # Only launch() sets this; while it is False, Gradio skips its check that a file an event receives was
+    # uploaded to it, so a crafted request could make the app read any file on the server as "audio".
+    demo.has_launched = True
+    if settings.mcp:
+        from .errors import ConfigError
+        from .ui.api_tools import restrict_mcp_tools
+
+        if not demo.mcp_server:
+            raise ConfigError(f"--mcp: the MCP server could not start ({demo.mcp_error})")
+        restrict_mcp_tools(demo)
+    return app
+
+
+def check_mcp(settings: Settings) -> None:
+    """Refuse `--mcp` where it cannot work, before anything is built (raises ConfigError)."""
+    import importlib.util
+
+    from .errors import ConfigError
+
+    if not settings.mcp:
+        return
+    if settings.auth:  # Gradio's MCP endpoint cannot log in: tools would be listed to anyone, calls refused
+        raise ConfigError("--mcp cannot be combined with --auth: MCP clients cannot log in to the app. Serve MCP "
+                          "from a separate instance without --auth, reachable only where you trust every client "
+                          "(the default --host 127.0.0.1 keeps it on this machine)")
+    if importlib.util.find_spec("mcp") is None:
+        raise ConfigError("--mcp needs the `mcp` package, which is not installed: run pip install -r "
+                          "requirements.txt (or pip install mcp==1.30.0)")
 
 
 def start_share_tunnel(settings: Settings, status: ShareStatus) -> None:
@@ -150,8 +181,12 @@ def serve(settings: Settings) -> int:
                 start_share_tunnel(settings, share)
 
         threading.Thread(target=after_start, name="share-tunnel", daemon=True).start()
-    print(f"CosyVoice Studio on http://{settings.host}:{settings.port} (model: {Path(manager.model_id).name})",
-          file=sys.stderr)
+    default = app.state.api.default_voice()
+    print(f"CosyVoice Studio on http://{settings.host}:{settings.port} (model: {Path(manager.model_id).name}, "
+          f"default voice: {default.id if default else 'none'})", file=sys.stderr)
+    if settings.mcp:
+        print(f"MCP tools (synthesize, list_voices, save_voice): http://{settings.host}:{settings.port}"
+              "/gradio_api/mcp/", file=sys.stderr)
     try:
         server.run()
     finally:

@@ -118,6 +118,9 @@ class EngineInfo:
     instruct_examples: tuple[str, ...] = ()
     notes: str = ""  # shown to the user (e.g. what an approximate backend can and cannot do)
     extras: dict = field(default_factory=dict)
+    # The key of a localised `notes` (summary + details) in the UI's string tables (ui/strings.py);
+    # empty: the UI shows `notes` as it is. REST clients keep reading the English `notes`.
+    notes_key: str = ""
 
     def supports(self, mode: Mode) -> bool:
         return mode in self.modes

@@ -32,6 +32,7 @@ OPENAI_VOICES: dict[str, str] = {
     "marin": "female", "cedar": "male",  # gpt-4o-mini-tts's newer voices (wyoming-openai offers them)
 }
 OPENAI_MODELS = ("tts-1", "tts-1-hd", "gpt-4o-mini-tts")
+GENERIC_MODELS = ("cosyvoice",)  # this server by its product name (older docs used it)
 _FEMALE_MARKS = ("女", "female", "woman", "girl")
 _MALE_MARKS = ("男", "male", "man", "boy")
 _ENGLISH_MARKS = ("英", "english", "en_", "en-")

@@ -62,6 +62,7 @@ def offline_info(speakers: tuple[str, ...], saved: tuple[str, ...] = (), style_v
         device="cpu",
         streaming=True,
         notes=OFFLINE_NOTES,
+        notes_key="notes_offline",  # the UI's zh/en version (summary line + details), see ui/strings.py
         extras={
             "backend": "kokoro-82m-int8-onnx",
             "default_speaker": speakers[0] if speakers else "",

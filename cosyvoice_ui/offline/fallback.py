@@ -55,6 +55,7 @@ def describe_fallback() -> EngineInfo:
         device="cpu",
         streaming=True,
         notes=FALLBACK_NOTES,
+        notes_key="notes_fallback",  # the UI's zh/en version, see ui/strings.py
         extras={"backend": "espeak-ng", "default_speaker": next(iter(SPEAKERS)), "languages": ("en", "zh")},
     )
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import audio as audio_utils
+from ..default_voice import VoiceResolver
 from ..errors import Cancelled, CosyVoiceError, InvalidRequest
 from ..manager import ModelManager
 from ..settings import Settings
@@ -54,14 +55,22 @@ class Handlers:
         self.output_dir = output_dir
         self.output_dir.mkdir(parents=True, exist_ok=True)
         self.voices = voices  # optional saved-voice library (REST API issue); None = feature off
+        self.resolver = VoiceResolver(voices, settings.default_voice,
+                                      cache_root=None if voices is not None else settings.voices_dir)
         self._stops: dict[str, threading.Event] = {}
         self._lock = threading.Lock()
 
     # --- validation -------------------------------------------------------------------------------
 
+    def with_default_voice(self, request: SynthesisRequest):
+        """(request, voice to register): the default voice fills in where a tab names none; the preset
+        tab of a model without presets then speaks with the built-in voice."""
+        return self.resolver.apply(request, self.manager.info(), mode_given=request.mode is not Mode.SFT)
+
     def check(self, request: SynthesisRequest) -> None:
         """Raise InvalidRequest for a bad request; needs no loaded model (runs before any work)."""
-        saved = tuple(self.voices.ids()) if self.voices is not None else ()
+        request, _ = self.with_default_voice(request)
+        saved = (tuple(self.voices.ids()) if self.voices is not None else ()) + self.resolver.usable_ids()
         check_request(request, self.manager.info(), self.settings.max_text_chars, saved_voices=saved,
                       needs=_needs(request.mode))
 
@@ -96,6 +105,7 @@ class Handlers:
         lang = lang or _lang(http_request)
         try:
             self.check(request)
+            request, ref = self.with_default_voice(request)
         except InvalidRequest as exc:
             raise gr.Error(strings.message(exc, lang)) from None
         cancel = self.stop_flag(_session(http_request))
@@ -108,6 +118,7 @@ class Handlers:
             with self.manager.job(progress=report, cancel=cancel,
                                   on_queue=lambda pos: report(ProgressEvent("queue", 0.0, f"queue position {pos}"))
                                   ) as engine:
+                self.resolver.ensure(engine, ref)
                 rate = engine.info.sample_rate
                 for chunk in engine.synthesize(request, progress=report, cancel=cancel):
                     pieces.append(chunk.samples)
@@ -120,16 +131,16 @@ class Handlers:
             raise gr.Error(strings.label("stopped", lang)) from None
         except InvalidRequest as exc:
             raise gr.Error(strings.message(exc, lang)) from None
-        except CosyVoiceError as exc:
-            raise gr.Error(str(exc)) from None
+        except CosyVoiceError as exc:  # the engine's own (English) explanation, introduced in the user's language
+            raise gr.Error(str(exc) if lang != "zh" else strings.prefixed("generation_failed", exc, lang)) from None
         wave = np.concatenate(pieces) if pieces else np.zeros(0, np.float32)
         if options.normalize:
             wave = audio_utils.normalize_loudness(wave, rate)
         path = self._save(wave, rate, options.fmt)
         seconds = len(wave) / rate if rate else 0.0
         elapsed = time.perf_counter() - started
-        info = (f"{seconds:.1f} s · seed {request.seed} · {elapsed:.1f} s to generate"
-                + (f" (RTF {elapsed / seconds:.2f})" if seconds else ""))
+        info = (strings.label("result_info", lang).format(seconds=seconds, seed=request.seed, elapsed=elapsed)
+                + (strings.label("result_rtf", lang).format(rtf=elapsed / seconds) if seconds else ""))
         entry = {"id": uuid.uuid4().hex[:8], "time": time.strftime("%H:%M:%S"), "mode": request.mode.value,
                  "text": request.text[:200], "voice": (meta or {}).get("voice", request.speaker or ""),
                  "seed": request.seed, "speed": request.speed, "file": str(path), "request": (meta or {})}
@@ -160,17 +171,13 @@ def _stream_gain(first_chunk: np.ndarray, rate: int) -> float:
 
 
 def _progress_adapter(progress, lang: str):
-    """Engine/manager progress events → a gr.Progress bar with a short label."""
-    names = {"en": {"load": "Loading model", "queue": "Waiting in queue", "frontend": "Preparing", "llm": "Speech tokens",
-                    "flow": "Acoustic model", "vocoder": "Vocoder", "done": "Done", "download": "Downloading"},
-             "zh": {"load": "加载模型", "queue": "排队中", "frontend": "准备", "llm": "生成语音标记", "flow": "声学模型",
-                    "vocoder": "声码器", "done": "完成", "download": "下载中"}}[lang]
+    """Engine/manager progress events → a gr.Progress bar with a short label in the user's language."""
 
     def report(event: ProgressEvent) -> None:
         if progress is None:
             return
         try:
-            progress(event.fraction, desc=f"{names.get(event.stage, event.stage)}: {event.message}")
+            progress(event.fraction, desc=strings.progress_text(event, lang))
         except Exception:  # progress is cosmetic; never let it break a job
             log.debug("progress update failed", exc_info=True)
 

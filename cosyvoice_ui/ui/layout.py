@@ -15,12 +15,13 @@ from ..settings import Settings
 from ..types import EngineInfo, Mode
 from . import strings
 from .examples import EXAMPLE_TEXT, example_available, example_voice
-from .ffmpeg import ensure_ffmpeg
+from ..ffmpeg import ensure_ffmpeg
 from ..errors import InvalidRequest
 from .handlers import Handlers, OutputOptions
 from ..voices import save_voice
 from .requests import clone_meta, cross_meta, field_of, prompt_from_file, request_from_meta, sft_meta, vc_meta
 from .model_panel import build_model_panel
+from .api_tools import add_endpoints
 
 RECOMMENDED_MODEL = "CosyVoice-300M-SFT"  # presets + cloning: what the "get real cloning" button downloads
 TAGS = ("[laughter]", "[breath]", "<strong></strong>", "<laughter></laughter>", "[noise]", "[cough]")
@@ -68,8 +69,13 @@ def _controls(t, can_stream: bool = True):
     return speed, seed, stream, generate, stop, audio, file, info
 
 
-def build_ui(manager: "ModelManager", settings: "Settings", output_dir: "Path | None" = None, voices=None, share=None):
-    """The Gradio Blocks app for one `ModelManager` (`share`: a server.ShareStatus to display)."""
+def build_ui(manager: "ModelManager", settings: "Settings", output_dir: "Path | None" = None, voices=None, share=None,
+             service=None):
+    """The Gradio Blocks app for one `ModelManager` (`share`: a server.ShareStatus to display).
+
+    `service`: the REST API's `ApiService`, which the public Gradio API and MCP tools run through
+    (`api_tools.py`); one is made when not given.
+    """
     import gradio as gr
 
     t = strings.i18n()
@@ -84,6 +90,11 @@ def build_ui(manager: "ModelManager", settings: "Settings", output_dir: "Path | 
         return bool(current and "precision" in current.extras and not settings.engine_url)
 
     handlers = Handlers(manager, settings, output_dir or Path("outputs"), voices=voices)
+
+    def default_preset(current: "EngineInfo | None") -> "str | None":
+        """The preset the preset tab starts on: the default voice when it is a preset."""
+        ref = handlers.resolver.default(current)
+        return ref.id if ref is not None and ref.is_preset else None
     info = manager.info()
 
     with gr.Blocks(title="CosyVoice Studio", fill_width=True) as demo:
@@ -91,22 +102,27 @@ def build_ui(manager: "ModelManager", settings: "Settings", output_dir: "Path | 
         gr.Markdown(t("subtitle"))
         gr.Markdown(t("public_warning"), visible=settings.is_public and not settings.auth, elem_id="public-warning")
         gr.Markdown(t("no_model"), visible=manager.model_id == OFFLINE_ID and info is None, elem_id="no-model")
-        with gr.Row(visible=bool(info and info.notes), elem_id="backend-notes") as notes_row:
-            notes = gr.Markdown(f"ℹ️ {info.notes}" if info and info.notes else "")
-            get_real = gr.Button(t("get_cosyvoice"), size="sm", scale=0, min_width=220)
+        # Text and button share a line where both fit (text >= 300 px, button >= 220 px); on a phone the
+        # row wraps and the button, growing, takes the full width under the text.
+        with gr.Row(visible=bool(strings.notes_markdown(info, t)), elem_id="backend-notes") as notes_row:
+            with gr.Column(scale=4, min_width=300):  # a Markdown ignores min_width; its column does not
+                notes = gr.Markdown(strings.notes_markdown(info, t), elem_id="backend-notes-text")
+            get_real = gr.Button(t("get_cosyvoice"), size="sm", scale=1, min_width=220, elem_id="get-cosyvoice")
         if share is not None and settings.share:
-            share_md = gr.Markdown("Creating the public share link…", elem_id="share-status")
+            share_md = gr.Markdown(t("share_pending"), elem_id="share-status")
             share_timer = gr.Timer(1.0)
 
             def share_text():
+                # One translated key per string: Gradio's frontend translates the first key it finds.
                 if share.url:
-                    return f"🌐 Public link: [{share.url}]({share.url})", gr.Timer(active=False)
+                    return f"{t('share_ready')} [{share.url}]({share.url})", gr.Timer(active=False)
                 if share.error:
-                    return f"⚠️ {share.error}", gr.Timer(active=False)
+                    return (f"<details><summary>{t('share_failed')}</summary>\n\n{share.error}\n\n</details>",
+                            gr.Timer(active=False))
                 return gr.skip(), gr.skip()
 
             share_timer.tick(share_text, outputs=[share_md, share_timer], queue=False, api_visibility="private")
-        panel = build_model_panel(manager, settings, t)
+        panel = build_model_panel(manager, settings, t, page=demo)
         with gr.Accordion(t("options"), open=False):
             with gr.Row():
                 normalize = gr.Checkbox(value=True, label=t("normalize"))
@@ -157,7 +173,7 @@ def build_ui(manager: "ModelManager", settings: "Settings", output_dir: "Path | 
             with gr.Tab(t("tab_sft"), id="sft"):
                 s_note = gr.Markdown(t("no_speakers_note"), visible=not (info and info.speakers))
                 s_speaker = gr.Dropdown(list(info.speakers) if info else [], label=t("speaker"),
-                                        value=(info.speakers[0] if info and info.speakers else None))
+                                        value=default_preset(info))
                 s_text = gr.Textbox(label=t("text"), placeholder=t("text_ph"), lines=3)
                 s_speed, s_seed, s_stream, s_go, s_stop, s_audio, s_file, s_info = _controls(t, can_stream)
                 gr.Examples(SFT_EXAMPLES, inputs=[s_text], label=t("examples"))
@@ -185,7 +201,7 @@ def build_ui(manager: "ModelManager", settings: "Settings", output_dir: "Path | 
                             gr.Audio(entry.get("file"), interactive=False, show_label=False)
                             rerun = gr.Button(t("rerun"), size="sm", scale=0)
                             rerun.click(rerun_entry(entry), inputs=[normalize, fmt, browser_lang, history],
-                                        outputs=history)
+                                        outputs=history, api_visibility="private")
 
                 clear.click(lambda: [], outputs=history, queue=False, api_visibility="private")
 
@@ -242,12 +258,15 @@ def build_ui(manager: "ModelManager", settings: "Settings", output_dir: "Path | 
 
         def wire(button, stop_button, make_meta, fields, inputs, outputs, trigger=None):
             run, validate = tab(make_meta, fields)
+            # Private: the tab events carry browser state (history, language); the public API is api_tools.py.
             event = button.click(run, inputs=inputs + option_inputs, outputs=outputs + [history], validator=validate,
-                                 concurrency_limit=settings.concurrency, concurrency_id="synthesis")
+                                 concurrency_limit=settings.concurrency, concurrency_id="synthesis",
+                                 api_visibility="private")
             cancels = [event]
             if trigger is not None:  # another event that fills the inputs and then generates
                 cancels.append(trigger.then(run, inputs=inputs + option_inputs, outputs=outputs + [history],
-                                            concurrency_limit=settings.concurrency, concurrency_id="synthesis"))
+                                            concurrency_limit=settings.concurrency, concurrency_id="synthesis",
+                                            api_visibility="private"))
             stop_button.click(handlers.stop, cancels=cancels, queue=False, api_visibility="private")
             return event
 
@@ -307,8 +326,8 @@ def build_ui(manager: "ModelManager", settings: "Settings", output_dir: "Path | 
 
         fast.change(switch_precision, inputs=[fast, browser_lang], api_visibility="private")
 
-        def download_recommended(progress=gr.Progress()):
-            return panel.download(RECOMMENDED_MODEL, progress)
+        def download_recommended(request: gr.Request, progress=gr.Progress()):
+            return panel.download(RECOMMENDED_MODEL, progress, request)
 
         get_real.click(download_recommended, outputs=[panel.model, panel.state], api_visibility="private")
 
@@ -321,6 +340,7 @@ def build_ui(manager: "ModelManager", settings: "Settings", output_dir: "Path | 
         def adapt(sub: str | None = None):
             """Show what the current model can do (called on page load, submode change and model change)."""
             current = manager.info()
+            preset = default_preset(current)
             can_instruct = bool(current and Mode.INSTRUCT in current.modes)
             speakers = list(current.speakers) if current else []
             instruct = sub == "instruct"
@@ -332,11 +352,11 @@ def build_ui(manager: "ModelManager", settings: "Settings", output_dir: "Path | 
                 gr.update(visible=instruct and can_instruct,
                           samples=[[e] for e in (current.instruct_examples if current else ())]),
                 gr.update(visible=instruct and not can_instruct),
-                gr.update(choices=speakers, value=speakers[0] if speakers else None),
+                gr.update(choices=speakers, value=preset),
                 gr.update(visible=not speakers),
                 gr.update(visible=precision_switchable(current)),
-                gr.update(visible=bool(current and current.notes)),
-                gr.update(value=f"ℹ️ {current.notes}" if current and current.notes else ""),
+                gr.update(visible=bool(strings.notes_markdown(current, t))),
+                gr.update(value=strings.notes_markdown(current, t)),
                 gr.update(visible=approximate(current)),
                 gr.update(visible=approximate(current) and not instruct),
             )
@@ -347,6 +367,13 @@ def build_ui(manager: "ModelManager", settings: "Settings", output_dir: "Path | 
         panel.changed.then(adapt, inputs=x_sub, outputs=adapt_outputs, queue=False, api_visibility="private")
         demo.load(adapt, inputs=x_sub, outputs=adapt_outputs, queue=False, api_visibility="private")
         demo.load(None, js="() => navigator.language || 'en'", outputs=browser_lang, api_visibility="private")
+
+        # The public API ("Use via API", gradio_client) and the MCP tools: API-only endpoints.
+        if service is None:
+            from ..api_service import ApiService
+
+            service = ApiService(manager, settings, library=voices)
+        add_endpoints(service, handlers.output_dir, concurrency=settings.concurrency)
 
     demo.queue(max_size=settings.queue_size, default_concurrency_limit=settings.concurrency)
     return demo

