@@ -2,7 +2,7 @@
 
 import sys
 
-from cosyvoice_ui.app_main import main
+from cosyvoice_ui.web.flags import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -16,7 +16,7 @@ bash scripts/install.sh
 PY=.venv/bin/python
 
 if [ "${COSYVOICE_AUTO_DOWNLOAD:-1}" != 0 ] && ! ls pretrained_models/*/cosyvoice*.yaml >/dev/null 2>&1; then
-  if "$PY" -c "import sys; from cosyvoice_ui.hub import hub_reachable; sys.exit(0 if hub_reachable(3) else 1)"; then
+  if "$PY" -c "import sys; from cosyvoice_ui.cosyvoice.hub import hub_reachable; sys.exit(0 if hub_reachable(3) else 1)"; then
     echo "No model yet: downloading CosyVoice-300M-SFT (1.7 GB; Ctrl-C to skip, COSYVOICE_AUTO_DOWNLOAD=0 to never ask)"
     "$PY" -m cosyvoice_ui download CosyVoice-300M-SFT || echo "download failed; continuing with the offline default voice"
   else

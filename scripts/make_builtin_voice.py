@@ -1,4 +1,4 @@
-"""Record the built-in example voice (cosyvoice_ui/assets/builtin_voice.flac) with the offline default voice.
+"""Record the built-in example voice (cosyvoice_ui/serving/assets/builtin_voice.flac) with the offline default voice.
 
 The file is the default voice of base models (zero-shot only), which have no preset speakers. Run once;
 the result is shipped in the package. Needs the offline voice's packages (requirements-offline.txt).
@@ -18,8 +18,8 @@ import soundfile as sf
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from cosyvoice_ui.default_voice import BUILTIN_AUDIO, BUILTIN_META  # noqa: E402
-from cosyvoice_ui.manager import OFFLINE_ID, load_any  # noqa: E402
+from cosyvoice_ui.serving.default_voice import BUILTIN_AUDIO, BUILTIN_META  # noqa: E402
+from cosyvoice_ui.serving.backends import OFFLINE_ID, load_any  # noqa: E402
 from cosyvoice_ui.types import Mode, SynthesisRequest  # noqa: E402
 
 TRANSCRIPT = "I love exploring new places, meeting people and trying different kinds of food."

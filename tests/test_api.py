@@ -20,12 +20,12 @@ import soundfile as sf
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from cosyvoice_ui.api import add_docs, add_routes
-from cosyvoice_ui.api_security import RateLimiter
-from cosyvoice_ui.backend import Engine
+from cosyvoice_ui.api.routes import add_docs, add_routes
+from cosyvoice_ui.api.security import RateLimiter
+from cosyvoice_ui.engine import Engine
 from cosyvoice_ui.errors import ConfigError
-from cosyvoice_ui.manager import ModelManager
-from cosyvoice_ui.server import create_manager
+from cosyvoice_ui.serving.manager import ModelManager
+from cosyvoice_ui.web.server import create_manager
 from cosyvoice_ui.settings import Settings
 from cosyvoice_ui.testing.signals import voice_clip
 from cosyvoice_ui.types import Audio, AudioChunk, EngineInfo, Mode, SynthesisRequest
@@ -485,7 +485,7 @@ def test_docs_page_works_offline(tmp_path: Path) -> None:
 
 
 def test_ui_and_api_share_one_app(tiny_sft: Path, tmp_path: Path) -> None:
-    from cosyvoice_ui.server import create_app
+    from cosyvoice_ui.web.server import create_app
 
     settings = Settings(model_dir=tiny_sft, voices_dir=tmp_path / "voices", idle_unload_s=0,
                         extra={"output_dir": str(tmp_path / "outputs")})

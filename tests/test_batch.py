@@ -10,8 +10,8 @@ import pytest
 import soundfile as sf
 
 from cosyvoice_ui import InvalidRequest
-from cosyvoice_ui.batch import read_lines
-from cosyvoice_ui.cli import main
+from cosyvoice_ui.cli.batch import read_lines
+from cosyvoice_ui.cli.main import main
 from cosyvoice_ui.testing.signals import voice_clip
 
 TRANSCRIPT = "希望你以后能够做的比我还好呦。"

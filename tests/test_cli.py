@@ -15,8 +15,8 @@ import pytest
 import soundfile as sf
 import torch
 
-from cosyvoice_ui.cli import main
-from cosyvoice_ui.families import detect
+from cosyvoice_ui.cli.main import main
+from cosyvoice_ui.cosyvoice.families import detect
 from cosyvoice_ui.testing.signals import voice_clip
 
 from .conftest import fixture_dir

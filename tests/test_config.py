@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from cosyvoice_ui.config import Ref, Tagged, parse_v1, read_yaml
+from cosyvoice_ui.cosyvoice.config import Ref, Tagged, parse_v1, read_yaml
 from cosyvoice_ui.errors import ConfigError
 from cosyvoice_ui.testing.tiny_model import FULL_SIZE, v1_yaml
 

@@ -18,15 +18,15 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from cosyvoice_ui import cli
-from cosyvoice_ui.api import add_routes
-from cosyvoice_ui.default_voice import BUILTIN_ID, VoiceRef, VoiceResolver, builtin_audio, builtin_transcript
+from cosyvoice_ui.api.routes import add_routes
+from cosyvoice_ui.serving.default_voice import BUILTIN_ID, VoiceRef, VoiceResolver, builtin_audio, builtin_transcript
 from cosyvoice_ui.errors import ConfigError
-from cosyvoice_ui.server import create_manager
+from cosyvoice_ui.web.server import create_manager
 from cosyvoice_ui.settings import Settings
 from cosyvoice_ui.testing.signals import voice_clip
 from cosyvoice_ui.types import EngineInfo, Mode, SynthesisRequest
-from cosyvoice_ui.voice_aliases import OPENAI_VOICES, VoiceAliases, default_aliases
-from cosyvoice_ui.voices import VoiceLibrary
+from cosyvoice_ui.serving.voice_aliases import OPENAI_VOICES, VoiceAliases, default_aliases
+from cosyvoice_ui.serving.voices import VoiceLibrary
 
 from .test_api import FakeEngine, error_of, fake_client
 
@@ -189,7 +189,7 @@ def _decoded_seconds(data: bytes, path: Path) -> float:
     """Decode with ffmpeg (the codec's own decoder) and measure the audio."""
     import subprocess
 
-    from cosyvoice_ui.ffmpeg import ffmpeg_path
+    from cosyvoice_ui.audio import ffmpeg_path
 
     path.write_bytes(data)
     wav = path.with_suffix(".wav")

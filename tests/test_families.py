@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from cosyvoice_ui.errors import CheckpointError, ConfigError
-from cosyvoice_ui.families import V1, detect, model_that_can, modes_for
+from cosyvoice_ui.cosyvoice.families import V1, detect, model_that_can, modes_for
 from cosyvoice_ui.types import Mode
 
 

@@ -67,7 +67,7 @@ def server(tmp_path_factory) -> str:
 
 def _seconds(data: bytes, suffix: str, tmp_path: Path) -> float:
     """Duration of an encoded file, decoded by ffmpeg."""
-    from cosyvoice_ui.ffmpeg import ffmpeg_path
+    from cosyvoice_ui.audio import ffmpeg_path
 
     path = tmp_path / f"audio{suffix}"
     path.write_bytes(data)

@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 
 from cosyvoice_ui.errors import Cancelled
-from cosyvoice_ui.manager import ModelManager, load_any, rss_mb
+from cosyvoice_ui.serving.backends import load_any
+from cosyvoice_ui.serving.manager import ModelManager
+from cosyvoice_ui.serving.memory import rss_mb
 from cosyvoice_ui.testing.fakes import FakeEngine
 from cosyvoice_ui.types import Mode, SynthesisRequest
 

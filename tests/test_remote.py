@@ -16,12 +16,12 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from cosyvoice_ui import CosyVoiceError, InvalidRequest, Mode, SynthesisRequest, load_engine
-from cosyvoice_ui.api import add_routes
-from cosyvoice_ui.remote import RemoteEngine, RemoteError
-from cosyvoice_ui.server import create_manager
+from cosyvoice_ui.api.routes import add_routes
+from cosyvoice_ui.serving.remote import RemoteEngine, RemoteError
+from cosyvoice_ui.web.server import create_manager
 from cosyvoice_ui.settings import Settings
 from cosyvoice_ui.testing.signals import voice_clip
-from cosyvoice_ui.voices import VoiceLibrary
+from cosyvoice_ui.serving.voices import VoiceLibrary
 
 KEY = "gpu-box-key"
 TRANSCRIPT = "希望你以后能够做的比我还好呦。"
@@ -163,7 +163,7 @@ def test_remote_down_is_a_clear_error(tmp_path: Path) -> None:
 
 
 def test_cli_synth_on_a_remote_instance(remote, local_engine, tmp_path: Path) -> None:
-    from cosyvoice_ui.cli import main
+    from cosyvoice_ui.cli.main import main
 
     url, _ = remote
     out = tmp_path / "remote.wav"

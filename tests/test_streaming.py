@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from cosyvoice_ui import load_engine
-from cosyvoice_ui.families import LOW_LATENCY_STREAMING_V1, UPSTREAM_STREAMING_V1, V1, StreamingSpec
-from cosyvoice_ui.frontend.inputs import assemble
-from cosyvoice_ui.streaming import stream_tokens
+from cosyvoice_ui.cosyvoice.families import LOW_LATENCY_STREAMING_V1, UPSTREAM_STREAMING_V1, V1, StreamingSpec
+from cosyvoice_ui.cosyvoice.frontend.inputs import assemble
+from cosyvoice_ui.cosyvoice.streaming import stream_tokens
 from cosyvoice_ui.testing.signals import voice_clip
 from cosyvoice_ui.types import Mode
 

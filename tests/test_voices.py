@@ -10,12 +10,13 @@ import pytest
 import torch
 
 from cosyvoice_ui import InvalidRequest, Mode, SynthesisRequest, load_engine
-from cosyvoice_ui.backend import Engine
-from cosyvoice_ui.manager import ModelManager
+from cosyvoice_ui.engine import Engine
+from cosyvoice_ui.serving.manager import ModelManager
 from cosyvoice_ui.testing.signals import voice_clip
 from cosyvoice_ui.types import Audio, EngineInfo
-from cosyvoice_ui.voices import (VoiceLibrary, file_fingerprint, load_features, register_all, save_features,
-                                 slugify)
+from cosyvoice_ui.cosyvoice.voice_features import file_fingerprint, load_features, save_features
+from cosyvoice_ui.serving.voice_service import register_all
+from cosyvoice_ui.serving.voices import VoiceLibrary, slugify
 
 TRANSCRIPT = "希望你以后能够做的比我还好呦。"
 
@@ -186,7 +187,7 @@ def test_register_all_skips_backends_without_saved_voices(tmp_path: Path) -> Non
 
 
 def test_manager_registers_library_voices_on_every_load(tiny_sft: Path, tmp_path: Path) -> None:
-    from cosyvoice_ui.server import create_manager
+    from cosyvoice_ui.web.server import create_manager
     from cosyvoice_ui.settings import Settings
 
     library = VoiceLibrary(tmp_path / "voices")

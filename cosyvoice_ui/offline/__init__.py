@@ -17,7 +17,7 @@ from .assets import offline_available
 from .fallback import describe_fallback, fallback_available, load_fallback_engine
 
 if TYPE_CHECKING:
-    from ..backend import Engine
+    from ..engine import Engine
     from ..types import EngineInfo, ProgressCallback
 
 

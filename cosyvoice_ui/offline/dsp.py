@@ -14,7 +14,7 @@ def resample(samples: np.ndarray, rate_in: int, rate_out: int) -> np.ndarray:
     """[N] float32 at `rate_in` → float32 at `rate_out`, with the engine's windowed-sinc resampler."""
     import torch
 
-    from ..frontend.features import resample as resample_tensor
+    from ..cosyvoice.frontend.features import resample as resample_tensor
 
     x = np.asarray(samples, dtype=np.float32).reshape(-1)
     if rate_in == rate_out or x.size == 0:
@@ -93,7 +93,7 @@ def drop_long_pauses(
 def mel_filterbank(sample_rate: int, n_fft: int, n_mels: int) -> np.ndarray:
     """[n_mels, n_fft // 2 + 1] Slaney mel filters, 0 Hz to Nyquist (librosa's default, which the
     speaker encoder was trained with); the engine's own implementation."""
-    from ..frontend.features import slaney_mel_filters
+    from ..cosyvoice.frontend.features import slaney_mel_filters
 
     return slaney_mel_filters(sample_rate, n_fft, n_mels, 0.0, sample_rate / 2.0)
 

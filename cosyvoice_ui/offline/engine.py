@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..backend import Engine, raise_if_cancelled, report
+from ..engine import Engine, raise_if_cancelled, report
 from ..errors import InvalidRequest
 from ..types import Audio, AudioChunk, EngineInfo, Mode, ProgressCallback, SynthesisRequest
 from ..validation import check_request
@@ -194,7 +194,7 @@ class OfflineEngine(Engine):
         self.model = None  # type: ignore[assignment]  # drops the onnxruntime session (~100 MB)
         self.speakers.release()
 
-    # -- saved voices of the app's library (see cosyvoice_ui.voices) -------------------------------
+    # -- saved voices of the app's library (see cosyvoice_ui.serving.voices) -------------------------------
 
     def register_voice(self, voice_id: str, audio: Audio, transcript: str, cache_dir: Path) -> None:
         """Match the library voice once (style stored in `cache_dir`) and offer it as a speaker in every mode."""

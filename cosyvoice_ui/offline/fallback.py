@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..backend import Engine, raise_if_cancelled, report
+from ..engine import Engine, raise_if_cancelled, report
 from ..errors import CheckpointError, CosyVoiceError
 from ..types import AudioChunk, EngineInfo, Mode, ProgressCallback, SynthesisRequest
 from ..validation import check_request

@@ -24,7 +24,7 @@ import time
 
 import numpy as np
 
-from ..backend import raise_if_cancelled, report
+from ..engine import raise_if_cancelled, report
 from ..types import ProgressCallback
 from .anchors import CALIBRATION_TEXTS, AnchorTable
 from .dvector import SpeakerEncoder

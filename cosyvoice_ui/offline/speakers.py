@@ -4,7 +4,7 @@ Four kinds of speaker, all resolved to a `VoiceStyle`:
 
     presets         the five stock Kokoro voices (the default first) and a few named blends
     style voices    styles saved by name (`save`), e.g. a refined match; JSON files in `VoiceStore`
-    library voices  the app's saved voices (`cosyvoice_ui.voices.VoiceLibrary`, prompt recordings):
+    library voices  the app's saved voices (`cosyvoice_ui.serving.voices.VoiceLibrary`, prompt recordings):
                     matched once when registered, the style kept in the voice's folder
     prompts         a recording in a clone request: matched, cached by audio hash
 """
@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .. import audio as audio_utils
-from ..backend import report
+from ..engine import report
 from ..errors import InvalidRequest
 from ..types import Audio, ProgressCallback
 from .anchors import calibration_key

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from ..backend import Engine, raise_if_cancelled, report
+from ..engine import Engine, raise_if_cancelled, report
 from ..types import AudioChunk, EngineInfo, Mode, ProgressCallback, SynthesisRequest
 from ..validation import check_request
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from ..families import VARIANT_FILE
+from ..cosyvoice.families import VARIANT_FILE
 from .tiny_onnx import write_campplus, write_speech_tokenizer_v1
 
 SFT_SPEAKERS = ("中文女", "中文男", "英文女", "英文男", "日语男", "粤语女", "韩语女")
@@ -208,10 +208,10 @@ def build_v1_modules(yaml_text: str, seed: int = 0):
     """
     import tempfile
 
-    from ..config import parse_v1, read_yaml
-    from ..models.flow import MaskedDiffWithXvec
-    from ..models.hift import HiFTGenerator
-    from ..models.llm import TransformerLM
+    from ..cosyvoice.config import parse_v1, read_yaml
+    from ..cosyvoice.models.flow import MaskedDiffWithXvec
+    from ..cosyvoice.models.hift import HiFTGenerator
+    from ..cosyvoice.models.llm import TransformerLM
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "cosyvoice.yaml"
@@ -244,7 +244,7 @@ def write_tiny_model(out_dir: str | Path, family: str = "v1", sft: bool = False,
     """
     if family != "v1":
         raise ValueError(f"family {family!r} is not available yet; only v1 tiny models can be written")
-    from ..models.hift import unfold_weight_norm, weight_norm_names
+    from ..cosyvoice.models.hift import unfold_weight_norm, weight_norm_names
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -30,8 +30,8 @@ import typing
 from pathlib import Path
 
 from .. import audio as audio_utils
-from ..api_schemas import TTSBody
-from ..api_security import ApiError
+from ..api.schemas import TTSBody
+from ..api.security import ApiError
 from ..errors import Cancelled, CosyVoiceError, InvalidRequest
 from ..types import Mode
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 
 from .. import audio as audio_utils
-from ..default_voice import builtin_audio, builtin_available, builtin_transcript
+from ..serving.default_voice import builtin_audio, builtin_available, builtin_transcript
 from ..errors import CosyVoiceError
-from ..manager import OFFLINE_ID, describe, load_any
+from ..serving.backends import OFFLINE_ID, describe, load_any
 from ..types import Mode, SynthesisRequest
 
 log = logging.getLogger(__name__)

@@ -18,9 +18,9 @@ from pathlib import Path
 import numpy as np
 
 from .. import audio as audio_utils
-from ..default_voice import VoiceResolver
+from ..serving.default_voice import VoiceResolver
 from ..errors import Cancelled, CosyVoiceError, InvalidRequest
-from ..manager import ModelManager
+from ..serving.manager import ModelManager
 from ..settings import Settings
 from ..types import Mode, ProgressEvent, SynthesisRequest
 from ..validation import check_request
@@ -155,7 +155,7 @@ class Handlers:
 
 
 def _needs(mode: Mode) -> str:
-    from ..families import model_that_can
+    from ..cosyvoice.families import model_that_can
 
     return model_that_can(mode)
 

@@ -10,15 +10,16 @@ import inspect
 import random
 from pathlib import Path
 
-from ..manager import OFFLINE_ID, ModelManager
+from ..serving.backends import OFFLINE_ID
+from ..serving.manager import ModelManager
 from ..settings import Settings
 from ..types import EngineInfo, Mode
 from . import strings
 from .examples import EXAMPLE_TEXT, example_available, example_voice
-from ..ffmpeg import ensure_ffmpeg
+from ..audio import ensure_ffmpeg
 from ..errors import InvalidRequest
 from .handlers import Handlers, OutputOptions
-from ..voices import save_voice
+from ..serving.voice_service import save_voice
 from .requests import clone_meta, cross_meta, field_of, prompt_from_file, request_from_meta, sft_meta, vc_meta
 from .model_panel import build_model_panel
 from .api_tools import add_endpoints
@@ -370,7 +371,7 @@ def build_ui(manager: "ModelManager", settings: "Settings", output_dir: "Path | 
 
         # The public API ("Use via API", gradio_client) and the MCP tools: API-only endpoints.
         if service is None:
-            from ..api_service import ApiService
+            from ..api.service import ApiService
 
             service = ApiService(manager, settings, library=voices)
         add_endpoints(service, handlers.output_dir, concurrency=settings.concurrency)

@@ -10,7 +10,8 @@ import logging
 from dataclasses import dataclass
 
 from ..errors import CosyVoiceError
-from ..manager import OFFLINE_ID, ModelManager
+from ..serving.backends import OFFLINE_ID
+from ..serving.manager import ModelManager
 from ..settings import Settings
 from ..types import ProgressEvent
 from . import strings
@@ -61,7 +62,7 @@ def build_model_panel(manager: ModelManager, settings: Settings, t, page=None) -
     """The panel; with `page` (the gr.Blocks) its state line is written in the browser's language on load."""
     import gradio as gr
 
-    from ..hub import CATALOGUE, download
+    from ..cosyvoice.hub import CATALOGUE, download
 
     def choices():
         return [(t("offline_choice") if c.model_id == OFFLINE_ID else c.label, c.model_id) for c in manager.choices()]

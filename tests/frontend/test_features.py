@@ -10,8 +10,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from cosyvoice_ui.config import MelConfig
-from cosyvoice_ui.frontend import features as fx
+from cosyvoice_ui.cosyvoice.config import MelConfig
+from cosyvoice_ui.cosyvoice.frontend import features as fx
 
 V1_MEL = MelConfig(n_fft=1024, num_mels=80, sampling_rate=22050, hop_size=256, win_size=1024, fmin=0.0, fmax=8000.0)
 V2_MEL = MelConfig(n_fft=1920, num_mels=80, sampling_rate=24000, hop_size=480, win_size=1920, fmin=0.0, fmax=8000.0)

@@ -10,16 +10,9 @@ import sys
 
 import pytest
 
-from cosyvoice_ui.frontend import text as T
-from cosyvoice_ui.frontend.text import (
-    detect_language,
-    is_punctuation_only,
-    normalize,
-    pack_sentences,
-    replace_blank,
-    spell_out_numbers,
-    split_sentences,
-)
+from cosyvoice_ui.cosyvoice.frontend import text as T
+from cosyvoice_ui.cosyvoice.frontend.text import (detect_language, is_punctuation_only, normalize, pack_sentences,
+                                                  replace_blank, spell_out_numbers, split_sentences)
 
 
 def words(s: str) -> int:
@@ -232,7 +225,7 @@ def test_punctuation_only_segments_are_dropped(no_tn: None) -> None:
 
 def test_import_builds_nothing() -> None:
     code = (
-        "import sys, cosyvoice_ui.frontend.text, cosyvoice_ui.frontend.tokenizer;"
+        "import sys, cosyvoice_ui.cosyvoice.frontend.text, cosyvoice_ui.cosyvoice.frontend.tokenizer;"
         "print([m for m in ('wetext', 'inflect', 'tiktoken', 'torch') if m in sys.modules])"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from cosyvoice_ui.errors import CheckpointError
-from cosyvoice_ui.frontend.tokenizer import LANGUAGE_CODES, WhisperTokenizer, special_tokens
+from cosyvoice_ui.cosyvoice.frontend.tokenizer import LANGUAGE_CODES, WhisperTokenizer, special_tokens
 
 
 @pytest.fixture(scope="module")

@@ -10,11 +10,11 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from cosyvoice_ui.checkpoint import read_state_dict
-from cosyvoice_ui.config import parse_v1, read_yaml
+from cosyvoice_ui.cosyvoice.checkpoint import read_state_dict
+from cosyvoice_ui.cosyvoice.config import parse_v1, read_yaml
 from cosyvoice_ui.errors import CheckpointError
-from cosyvoice_ui.models.cfm import draw_noise, euler_steps, time_grid
-from cosyvoice_ui.models.flow import MaskedDiffWithXvec, load_flow
+from cosyvoice_ui.cosyvoice.models.cfm import draw_noise, euler_steps, time_grid
+from cosyvoice_ui.cosyvoice.models.flow import MaskedDiffWithXvec, load_flow
 
 CASES = ["F1_zero_shot", "F2_short", "F3_noprompt"]
 # Tolerances from the fixture README.

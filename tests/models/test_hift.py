@@ -13,11 +13,11 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from cosyvoice_ui.checkpoint import fold_weight_norm, read_state_dict
-from cosyvoice_ui.config import HiFTConfig, parse_v1, read_yaml
+from cosyvoice_ui.cosyvoice.checkpoint import fold_weight_norm, read_state_dict
+from cosyvoice_ui.cosyvoice.config import HiFTConfig, parse_v1, read_yaml
 from cosyvoice_ui.errors import CheckpointError
-from cosyvoice_ui.models.hift import HiFTGenerator, load_hift, unfold_weight_norm, weight_norm_names
-from cosyvoice_ui.models.nsf import NSFNoise, SourceModuleHnNSF
+from cosyvoice_ui.cosyvoice.models.hift import HiFTGenerator, load_hift, unfold_weight_norm, weight_norm_names
+from cosyvoice_ui.cosyvoice.models.nsf import NSFNoise, SourceModuleHnNSF
 
 # (case, seed of the manifest's noise_recipe)
 CASES = [("H1_frontend_mel", 201), ("H2_flow_mel", 202)]

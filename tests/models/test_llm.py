@@ -10,12 +10,12 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from cosyvoice_ui.checkpoint import read_state_dict
-from cosyvoice_ui.config import EncoderConfig, LLMConfig, SamplingConfig, parse_v1, read_yaml
+from cosyvoice_ui.cosyvoice.checkpoint import read_state_dict
+from cosyvoice_ui.cosyvoice.config import EncoderConfig, LLMConfig, SamplingConfig, parse_v1, read_yaml
 from cosyvoice_ui.errors import CheckpointError
-from cosyvoice_ui.models.llm import TransformerLM, load_llm
-from cosyvoice_ui.models.sampling import RasSampler, greedy
-from cosyvoice_ui.models.transformer import RelPositionProjections
+from cosyvoice_ui.cosyvoice.models.llm import TransformerLM, load_llm
+from cosyvoice_ui.cosyvoice.models.sampling import RasSampler, greedy
+from cosyvoice_ui.cosyvoice.models.transformer import RelPositionProjections
 
 CASES = ["A_zero_shot", "B_sft", "C_instruct"]
 

@@ -7,8 +7,8 @@ import math
 import pytest
 import torch
 
-from cosyvoice_ui.config import SamplingConfig
-from cosyvoice_ui.models.sampling import RasSampler, greedy, is_repetition, nucleus_candidates
+from cosyvoice_ui.cosyvoice.config import SamplingConfig
+from cosyvoice_ui.cosyvoice.models.sampling import RasSampler, greedy, is_repetition, nucleus_candidates
 
 
 def _logp(probs: list[float]) -> torch.Tensor:

@@ -7,10 +7,10 @@ import pytest
 import torch
 from torch import nn
 
-from cosyvoice_ui.models.speed import (Bf16Estimator, FastSettings, PackedLinear, apply_precision, bf16_hift_decoder,
-                                       bf16_is_native, column_major_linears, fuse_qkv_projections,
-                                       onednn_linear_works, pack_linears, quantize_linears_int8, speed_up_llm,
-                                       trim_flow_prompt)
+from cosyvoice_ui.cosyvoice.models.speed import (Bf16Estimator, FastSettings, PackedLinear, apply_precision,
+                                                 bf16_hift_decoder, bf16_is_native, column_major_linears,
+                                                 fuse_qkv_projections, onednn_linear_works, pack_linears,
+                                                 quantize_linears_int8, speed_up_llm, trim_flow_prompt)
 from cosyvoice_ui.testing.tiny_model import TinyDims, build_v1_modules, v1_yaml
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from cosyvoice_ui.config import EncoderConfig
-from cosyvoice_ui.models.transformer import Encoder, KVCache, RelPositionProjections
+from cosyvoice_ui.cosyvoice.config import EncoderConfig
+from cosyvoice_ui.cosyvoice.models.transformer import Encoder, KVCache, RelPositionProjections
 
 
 def _encoder(seed: int = 0) -> Encoder:

@@ -9,9 +9,9 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from cosyvoice_ui.checkpoint import load_strict, read_state_dict
-from cosyvoice_ui.config import EstimatorConfig, parse_v1, read_yaml
-from cosyvoice_ui.models.unet import ConditionalDecoder, SinusoidalPosEmb
+from cosyvoice_ui.cosyvoice.checkpoint import load_strict, read_state_dict
+from cosyvoice_ui.cosyvoice.config import EstimatorConfig, parse_v1, read_yaml
+from cosyvoice_ui.cosyvoice.models.unet import ConditionalDecoder, SinusoidalPosEmb
 
 PREFIX = "decoder.estimator."
 

@@ -220,7 +220,8 @@ def test_clone_mode_matches_once_per_prompt(fake_engine: OfflineEngine) -> None:
 def test_library_voices_register_once_and_become_speakers(fake_engine: OfflineEngine, tmp_path: Path) -> None:
     from cosyvoice_ui.offline.engine import OfflineEngine as Engine
     from cosyvoice_ui.offline.speakers import LIBRARY_STYLE_FILE
-    from cosyvoice_ui.voices import VoiceLibrary, register_all
+    from cosyvoice_ui.serving.voice_service import register_all
+    from cosyvoice_ui.serving.voices import VoiceLibrary
 
     library = VoiceLibrary(tmp_path / "library")
     voice = library.add("Narrator", prompt(seed=3), "what the narrator says")

@@ -10,7 +10,8 @@ import pytest
 import soundfile as sf
 
 from cosyvoice_ui.errors import InvalidRequest
-from cosyvoice_ui.manager import ModelManager, load_any
+from cosyvoice_ui.serving.backends import load_any
+from cosyvoice_ui.serving.manager import ModelManager
 from cosyvoice_ui.settings import Settings
 from cosyvoice_ui.testing.signals import voice_clip
 from cosyvoice_ui.ui import strings
@@ -155,7 +156,8 @@ def test_stop_flag_cancels_the_job(handlers: Handlers) -> None:
 
 
 def test_saved_voice_from_the_ui_is_used_by_id(tiny_sft: Path, tmp_path: Path) -> None:
-    from cosyvoice_ui.voices import VoiceLibrary, register_all, save_voice
+    from cosyvoice_ui.serving.voice_service import register_all, save_voice
+    from cosyvoice_ui.serving.voices import VoiceLibrary
 
     library = VoiceLibrary(tmp_path / "voices")
     manager = ModelManager(str(tiny_sft), loader=lambda mid, p: load_any(mid, p, device="cpu"), idle_unload_s=0,

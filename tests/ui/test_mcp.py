@@ -129,7 +129,7 @@ def test_errors_reach_the_client_as_clear_messages(app_url: str) -> None:
 def test_mcp_with_a_password_is_refused(tmp_path: Path) -> None:
     """MCP clients cannot log in, so `--mcp --auth` stops at startup with the reason (nothing is built)."""
     from cosyvoice_ui.errors import ConfigError
-    from cosyvoice_ui.server import check_mcp
+    from cosyvoice_ui.web.server import check_mcp
 
     check_mcp(Settings(mcp=False, auth=(("user", "secret"),)))
     check_mcp(Settings(mcp=True))

@@ -109,7 +109,7 @@ def test_model_state_line_in_both_languages() -> None:
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_generation_progress_and_result_line_follow_the_language(lang: str, tmp_path) -> None:
-    from cosyvoice_ui.manager import ModelManager
+    from cosyvoice_ui.serving.manager import ModelManager
     from cosyvoice_ui.settings import Settings
     from cosyvoice_ui.testing.fakes import FakeEngine
     from cosyvoice_ui.types import SynthesisRequest

@@ -1,0 +1,213 @@
+"""REST API protection: API keys, per-client rate limit, upload size cap, blocked words.
+
+Policy:
+- keys configured (`--api-key` / COSYVOICE_API_KEYS) → every protected route needs one
+  (`Authorization: Bearer KEY` or `X-API-Key: KEY`);
+- reachable from the network (non-loopback bind or `--share`) with no key configured → protected routes
+  refuse with 403 and say to set `--api-key` (an open GPU on the internet is an invitation);
+- loopback without keys → open.
+The rate limit counts requests per client (its API key, else its IP) in a sliding 60 s window.
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from ..errors import ConfigError, InvalidRequest
+from ..settings import Settings
+
+API_PREFIXES = ("/tts", "/v1/")
+
+
+class ApiError(Exception):
+    """An HTTP error the API returns as `{"error": {"code", "message"}}` with `status`."""
+
+    def __init__(self, status: int, code: str, message: str, headers: dict[str, str] | None = None,
+                 param: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.headers = headers or {}
+        self.param = param  # the request field at fault, when one is (OpenAI's error shape has it)
+
+
+class RateLimiter:
+    """Sliding-window request counter per client id. `limit` <= 0 disables it."""
+
+    def __init__(self, limit: int, window_s: float = 60.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.limit = limit
+        self.window_s = window_s
+        self.clock = clock
+        self._hits: dict[str, deque[float]] = {}
+        self._lock = threading.Lock()
+
+    def hit(self, client: str) -> float | None:
+        """Count one request; return None if allowed, else the seconds until the next one is."""
+        if self.limit <= 0:
+            return None
+        now = self.clock()
+        with self._lock:
+            window = self._hits.setdefault(client, deque())
+            while window and window[0] <= now - self.window_s:
+                window.popleft()
+            if len(window) >= self.limit:
+                return max(0.0, window[0] + self.window_s - now)
+            window.append(now)
+            if len(self._hits) > 10_000:  # forget idle clients so the table cannot grow without bound
+                for key in [k for k, v in self._hits.items() if not v or v[-1] <= now - self.window_s]:
+                    del self._hits[key]
+            return None
+
+
+def request_key(headers: dict[str, str] | object) -> str | None:
+    """The API key a request carries (Bearer token or X-API-Key), or None."""
+    auth = headers.get("authorization") or ""
+    scheme, _, token = auth.partition(" ")
+    if scheme.lower() == "bearer" and token.strip():
+        return token.strip()
+    key = headers.get("x-api-key")
+    return key.strip() if key and key.strip() else None
+
+
+class Guard:
+    """The check every protected route runs first: authentication, then the rate limit."""
+
+    def __init__(self, settings: Settings, limiter: RateLimiter | None = None) -> None:
+        self.keys = tuple(k for k in settings.api_keys if k)
+        self.public = settings.is_public
+        self.limiter = limiter or RateLimiter(settings.rate_limit_per_min)
+
+    @property
+    def refuses_all(self) -> bool:
+        """True when reachable from the network with no key configured."""
+        return self.public and not self.keys
+
+    def authenticate(self, headers, client_host: str | None) -> str:
+        """Return the client id (for rate limiting) or raise ApiError 401/403."""
+        if self.refuses_all:
+            raise ApiError(403, "api_key_required", "this server is reachable from the network but has no API key, "
+                           "so the REST API is off: restart it with --api-key KEY (or set COSYVOICE_API_KEYS) and "
+                           "send 'Authorization: Bearer KEY'")
+        key = request_key(headers)
+        if self.keys:
+            if key is None:
+                raise ApiError(401, "api_key_missing", "this server needs an API key: send 'Authorization: Bearer "
+                               "KEY' or 'X-API-Key: KEY'", {"WWW-Authenticate": "Bearer"})
+            if not any(secrets.compare_digest(key.encode(), k.encode()) for k in self.keys):
+                raise ApiError(401, "api_key_invalid", "the API key is not valid for this server",
+                               {"WWW-Authenticate": "Bearer"})
+            return "key:" + key
+        return "ip:" + (client_host or "unknown")
+
+    def __call__(self, headers, client_host: str | None) -> str:
+        client = self.authenticate(headers, client_host)
+        retry = self.limiter.hit(client)
+        if retry is not None:
+            seconds = max(1, math.ceil(retry))
+            raise ApiError(429, "rate_limited", f"too many requests: the limit is {self.limiter.limit} per minute "
+                           f"per client; retry in {seconds} s", {"Retry-After": str(seconds)})
+        return client
+
+
+# --- blocked words ------------------------------------------------------------------------------------
+
+
+def load_blocked_words(path: Path | None) -> tuple[str, ...]:
+    """Words/phrases from a UTF-8 file, one per line (blank lines and '#' comments ignored), lower-cased."""
+    if path is None:
+        return ()
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read the --blocked-words file {path} ({exc}); fix the path or remove the flag") \
+            from exc
+    return tuple(w.strip().casefold() for w in lines if w.strip() and not w.lstrip().startswith("#"))
+
+
+def check_blocked(texts: Iterable[str], words: tuple[str, ...]) -> None:
+    """Raise InvalidRequest("blocked_words") when any text contains a blocked word (case-insensitive).
+
+    The message does not repeat the word, so the list cannot be probed word by word.
+    """
+    if not words:
+        return
+    for text in texts:
+        folded = (text or "").casefold()
+        if folded and any(word in folded for word in words):
+            raise InvalidRequest("blocked_words", "the text contains a word or phrase this server does not allow; "
+                                 "rephrase it")
+
+
+# --- upload size cap (ASGI middleware) --------------------------------------------------------------------
+
+
+class UploadLimit:
+    """Rejects API request bodies over `max_bytes` with 413 before any endpoint parses them.
+
+    Checks Content-Length when present; a chunked body is read up to the limit and then replayed.
+    Other paths (the Gradio UI has its own `max_file_size`) pass through untouched.
+    """
+
+    def __init__(self, app, max_bytes: int, prefixes: tuple[str, ...] = API_PREFIXES) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+        self.prefixes = prefixes
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http" or not scope["path"].startswith(self.prefixes) or self.max_bytes <= 0:
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        length = headers.get("content-length")
+        if length is not None:
+            if not length.isdigit() or int(length) > self.max_bytes:
+                await self._reject(send)
+                return
+            await self.app(scope, receive, send)
+            return
+        if scope.get("method") in ("GET", "HEAD", "DELETE", "OPTIONS"):
+            await self.app(scope, receive, send)
+            return
+        body, more = bytearray(), True
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":
+                await self.app(scope, _replay([message]), send)
+                return
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+            if len(body) > self.max_bytes:
+                await self._reject(send)
+                return
+        await self.app(scope, _replay([{"type": "http.request", "body": bytes(body), "more_body": False}], receive),
+                       send)
+
+    async def _reject(self, send) -> None:
+        import json
+
+        limit_mb = self.max_bytes / 2**20
+        payload = json.dumps({"error": {"code": "payload_too_large", "message": f"the request body is larger than "
+                                        f"the {limit_mb:g} MB limit (--max-upload-mb); send a shorter recording"}})
+        await send({"type": "http.response.start", "status": 413,
+                    "headers": [(b"content-type", b"application/json"), (b"connection", b"close")]})
+        await send({"type": "http.response.body", "body": payload.encode()})
+
+
+def _replay(messages: list[dict], then=None):
+    queue = list(messages)
+
+    async def receive() -> dict:
+        if queue:
+            return queue.pop(0)
+        if then is not None:
+            return await then()
+        return {"type": "http.disconnect"}
+
+    return receive

@@ -1,0 +1,334 @@
+"""What the REST routes do, without HTTP: turn API bodies into `SynthesisRequest`s, run them through
+the shared `ModelManager` queue, serve repeats from the result cache, manage saved voices.
+
+The routes in `api.py` only parse, call one method here and shape the response.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+import logging
+import secrets
+import threading
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from .. import audio as audio_utils
+from .security import ApiError, check_blocked, load_blocked_words
+from .stream import STREAM_FORMATS, LiveJob
+from ..serving.default_voice import DEFAULT_NAME, VoiceRef, VoiceResolver
+from ..errors import CosyVoiceError, InvalidRequest
+from ..cosyvoice.families import model_that_can
+from ..serving.manager import ModelManager
+from ..serving.result_cache import CachedResult, ResultCache, request_key
+from ..settings import Settings
+from ..types import Audio, EngineInfo, Mode, SynthesisRequest
+from ..validation import check_request, infer_mode
+from ..serving.voice_aliases import GENERIC_MODELS, OPENAI_MODELS, VoiceAliases
+from ..serving.voice_service import delete_voice, save_voice
+from ..serving.voices import SavedVoice, VoiceLibrary
+
+log = logging.getLogger(__name__)
+
+VOICE_MODES = (Mode.ZERO_SHOT, Mode.CROSS_LINGUAL, Mode.VC)
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A validated request, ready to run: the engine request (seed always set) and how to deliver it."""
+
+    request: SynthesisRequest
+    voice: SavedVoice | None
+    fmt: str
+    normalize: bool
+    seed_given: bool
+    ref: VoiceRef | None = None  # the saved or built-in voice to register first (None: preset or recording)
+
+
+@dataclass(frozen=True)
+class Finished:
+    """A whole result: post-processed samples, their rate and seed, and whether it came from the cache."""
+
+    samples: np.ndarray
+    sample_rate: int
+    seed: int
+    cached: bool
+
+
+class ApiService:
+    """Request building, validation, queueing, caching and saved voices for the REST API.
+
+    Not responsible for HTTP details (routes, status codes, streaming bodies: `api.py`, `api_stream.py`).
+    """
+
+    def __init__(self, manager: ModelManager, settings: Settings, library: VoiceLibrary | None = None,
+                 cache: ResultCache | None = None) -> None:
+        self.manager = manager
+        self.settings = settings
+        self.library = library or VoiceLibrary(settings.voices_dir)
+        self.voices = VoiceResolver(self.library, settings.default_voice)
+        self.aliases = VoiceAliases.from_file(settings.voice_aliases_file)
+        self.cache = cache if cache is not None else ResultCache(settings.cache_entries)
+        self.blocked = load_blocked_words(settings.blocked_words_file)
+        self.max_upload_bytes = int(settings.max_upload_mb * 2**20)
+
+    # --- building requests ----------------------------------------------------------------------------
+
+    def decode_audio(self, data: str | bytes | None, what: str) -> Audio | None:
+        """Base64 (optionally a data: URL) or raw bytes → Audio; size-capped like uploads."""
+        if data is None or data == "":
+            return None
+        if isinstance(data, str):
+            text = data.split(",", 1)[1] if data.startswith("data:") else data
+            try:
+                data = base64.b64decode(text, validate=True)
+            except (binascii.Error, ValueError):
+                raise InvalidRequest("audio_not_base64", f"{what} must be a base64-encoded audio file (wav, flac, "
+                                     "mp3 or ogg)", what=what) from None
+        if len(data) > self.max_upload_bytes:
+            raise ApiError(413, "payload_too_large", f"the {what} is {len(data) / 2**20:.1f} MB; the limit is "
+                           f"{self.settings.max_upload_mb:g} MB (--max-upload-mb)")
+        return audio_utils.read_audio(data, what=what)
+
+    def saved_voice(self, voice_id: str, mode: Mode) -> SavedVoice:
+        voice = self.library.require(voice_id)
+        if mode not in VOICE_MODES:
+            raise InvalidRequest("voice_mode", f"saved voices work in zero_shot, cross_lingual and vc modes, not "
+                                 f"{mode.value}; for {mode.value} choose a preset speaker (GET /v1/models)",
+                                 mode=mode.value)
+        return voice
+
+    def tts_request(self, body) -> Prepared:
+        """`POST /tts` body → a checked request."""
+        info = self.manager.info()
+        presets = info.speakers if info else ()
+        speaker = (body.speaker or "").strip() or None
+        saved_id = body.voice_id or (speaker if speaker and speaker not in presets
+                                     and self.library.get(speaker) else None)
+        voice = self.library.require(saved_id) if saved_id else None
+        if body.mode:
+            try:
+                mode = Mode.parse(body.mode)
+            except ValueError as exc:
+                raise InvalidRequest("mode_unknown", str(exc), mode=body.mode) from None
+        else:
+            mode = infer_mode(source=bool(body.source_audio), voice=voice is not None or bool(body.prompt_audio),
+                              transcript=bool(body.prompt_text.strip() or (voice and voice.transcript)),
+                              instruct=bool(body.instruct_text.strip()))
+        if voice is not None:
+            self.saved_voice(voice.id, mode)
+        request = SynthesisRequest(
+            mode=mode, text=body.text, prompt_audio=self.decode_audio(body.prompt_audio, "prompt_audio"),
+            prompt_text=body.prompt_text, instruct_text=body.instruct_text,
+            speaker=voice.id if voice else speaker,
+            source_audio=self.decode_audio(body.source_audio, "source_audio"), speed=body.speed, seed=body.seed,
+            stream=body.stream, text_frontend=body.text_frontend, voice_match=body.voice_match)
+        request, ref = self.voices.apply(request, info, mode_given=bool(body.mode))
+        if ref is not None and ref.kind == "saved":
+            voice = self.library.require(ref.id)
+        fmt = self.output_format(body.format, streamed=body.stream)
+        return self._finish(request, voice, fmt, body.normalize, info, ref)
+
+    def speech_request(self, body) -> tuple[Prepared, str | None]:
+        """`POST /v1/audio/speech` body → (checked request, how to stream: None | "audio" | "sse")."""
+        info = self.manager.info()
+        self.check_model(body.model, info)
+        voice_name = body.voice.get("id") if isinstance(body.voice, dict) else body.voice
+        voice_name = str(voice_name or "").strip()
+        instructions = body.instructions.strip()
+        ref = self.resolve_voice(voice_name, info)
+        voice = None
+        if ref.is_preset:
+            mode = Mode.INSTRUCT if instructions else Mode.SFT
+        else:
+            if instructions:
+                raise InvalidRequest("instructions_need_preset", "instructions work with a preset speaker of an "
+                                     f"instruct model ({model_that_can(Mode.INSTRUCT)}), not with a cloned voice; "
+                                     "drop `instructions` or choose a preset voice", what="instructions")
+            voice = self.library.require(ref.id) if ref.kind == "saved" else None
+            mode = Mode.ZERO_SHOT if ref.transcript else Mode.CROSS_LINGUAL
+        stream = (body.stream_format or "").strip().lower() or None
+        if stream not in (None, "audio", "sse"):
+            raise InvalidRequest("bad_stream_format", f"unknown stream_format {body.stream_format!r}; choose audio "
+                                 "or sse")
+        fmt = body.response_format.strip().lower()
+        if stream == "sse":
+            fmt = self.output_format(fmt, streamed=True)
+        elif stream == "audio" and fmt not in STREAM_FORMATS:
+            stream = None  # mp3/flac cannot be cut into independent pieces: sent whole when done
+        request = SynthesisRequest(mode=mode, text=body.input, instruct_text=instructions, speaker=ref.id,
+                                   speed=body.speed, seed=body.seed, stream=stream is not None)
+        fmt = self.output_format(fmt, streamed=stream is not None)
+        return self._finish(request, voice, fmt, body.normalize, info, None if ref.is_preset else ref), stream
+
+    # --- voices and models by name ------------------------------------------------------------------
+
+    def default_voice(self, info: EngineInfo | None = None) -> VoiceRef | None:
+        return self.voices.default(info if info is not None else self.manager.info())
+
+    def alias_map(self, info: EngineInfo | None) -> dict[str, str]:
+        """OpenAI voice name → this backend's voice (follows the loaded model)."""
+        default = self.voices.default(info)
+        return self.aliases.mapping(info, DEFAULT_NAME if default else None,
+                                    exists=lambda name: self.voices.lookup(name, info) is not None)
+
+    def resolve_voice(self, name: str, info: EngineInfo | None) -> VoiceRef:
+        """A voice by preset name, saved id, "default" (or nothing), or OpenAI alias; else `voice_unknown`."""
+        ref = self.voices.lookup(name, info)
+        if ref is None and name:
+            target = self.alias_map(info).get(name.lower())
+            ref = self.voices.lookup(target, info) if target else None
+        if ref is not None:
+            return ref
+        presets = info.speakers if info else ()
+        if not name:
+            raise InvalidRequest("voice_missing", "this model has no default voice: name a preset or a saved voice "
+                                 "in `voice` (GET /v1/audio/voices lists them)", what="voice")
+        known = ", ".join(list(presets) + list(self.library.ids())) or "none (save one with POST /v1/voices)"
+        raise InvalidRequest("voice_unknown", f"unknown voice {name!r}; this server's voices: {known} (and the "
+                             "OpenAI names, see GET /v1/audio/voices)", voice=name, what="voice")
+
+    def model_names(self, info: EngineInfo | None) -> tuple[str, ...]:
+        """The `model` values /v1/audio/speech accepts: OpenAI's TTS models and this server's model."""
+        names = list(OPENAI_MODELS + GENERIC_MODELS)
+        if info is not None:
+            names += [info.name, info.family]
+        names.append(Path(self.manager.model_id).name)
+        return tuple(dict.fromkeys(n for n in names if n))
+
+    def check_model(self, model: str, info: EngineInfo | None) -> None:
+        model = (model or "").strip()
+        if model and model not in self.model_names(info) and model.lower() not in OPENAI_MODELS:
+            raise ApiError(404, "model_not_found", f"unknown model {model!r}; this server accepts "
+                           f"{', '.join(self.model_names(info))}", param="model")
+
+    def voice_listing(self) -> dict:
+        """Every name `voice` accepts now: presets, saved voices, the default and the OpenAI aliases."""
+        info = self.manager.info()
+        default = self.voices.default(info)
+        entries = [{"id": name, "name": name, "kind": "preset"} for name in (info.speakers if info else ())]
+        entries += [{"id": v.id, "name": v.name, "kind": "saved"} for v in self.library.list()]
+        if default is not None and default.kind == "builtin":
+            entries.append({"id": default.id, "name": "Built-in example voice", "kind": "builtin"})
+        aliases = self.alias_map(info)
+        entries += [{"id": alias, "name": alias, "kind": "alias", "target": target} for alias, target in aliases.items()]
+        return {"object": "list", "data": entries, "voices": entries,
+                "default": default.to_dict() if default else None, "aliases": aliases}
+
+    def output_format(self, fmt: str, streamed: bool) -> str:
+        fmt = (fmt or "wav").strip().lower()
+        supported = STREAM_FORMATS if streamed else audio_utils.FORMATS
+        if fmt not in supported:
+            extra = " (a streamed body is wav or pcm; others are sent whole)" if fmt in audio_utils.FORMATS else ""
+            raise InvalidRequest("bad_format", f"unsupported audio format {fmt!r}{extra}; "
+                                 f"{'streaming supports' if streamed else 'choose one of'} {', '.join(supported)}",
+                                 format=fmt)
+        return fmt
+
+    def _finish(self, request: SynthesisRequest, voice: SavedVoice | None, fmt: str, normalize: bool,
+                info: EngineInfo | None, ref: VoiceRef | None = None) -> Prepared:
+        check_blocked((request.text, request.instruct_text), self.blocked)
+        if request.mode in (Mode.SFT, Mode.INSTRUCT) and not request.speaker and info is not None and info.speakers:
+            raise InvalidRequest("speaker_missing", f"{request.mode.value} needs a preset speaker: set `speaker` to "
+                                 f"one of {', '.join(info.speakers)} (or send a voice to clone: voice_id or "
+                                 "prompt_audio)")
+        check_request(request, info, self.settings.max_text_chars,
+                      saved_voices=self.library.ids() + self.voices.usable_ids(), needs=model_that_can(request.mode))
+        if voice is not None and request.mode is Mode.ZERO_SHOT and request.prompt_audio is None \
+                and not (request.prompt_text.strip() or voice.transcript):
+            raise InvalidRequest("transcript_missing", f"saved voice {voice.id!r} has no transcript; use "
+                                 "cross_lingual mode, or pass prompt_text")
+        seed_given = request.seed is not None
+        if not seed_given:
+            request = replace(request, seed=secrets.randbits(31))
+        return Prepared(request, voice, fmt, normalize, seed_given, ref)
+
+    # --- running --------------------------------------------------------------------------------------
+
+    def cache_key(self, job: Prepared) -> str | None:
+        if not job.seed_given:
+            return None
+        tag = f"{job.voice.id}@{job.voice.created}" if job.voice else (job.ref.id if job.ref else "")
+        return request_key(self._model_tag(), job.request, tag, normalize=job.normalize)
+
+    def cached(self, job: Prepared) -> CachedResult | None:
+        return self.cache.get(self.cache_key(job))
+
+    def run(self, job: Prepared) -> Finished:
+        """The whole result (from the cache when the same seeded request ran recently)."""
+        key = self.cache_key(job)
+        hit = self.cache.get(key)
+        if hit is not None:
+            return Finished(hit.samples, hit.sample_rate, hit.seed, True)
+        self._check_queue()
+        with self.manager.job() as engine:
+            self._ensure_voice(engine, job)
+            engine.check(job.request)
+            rate = engine.info.sample_rate
+            pieces = [chunk.samples for chunk in engine.synthesize(job.request)]
+        samples = np.concatenate(pieces) if pieces else np.zeros(0, np.float32)
+        if job.normalize:
+            samples = audio_utils.normalize_loudness(samples, rate)
+        self.cache.put(key, samples, rate, job.request.seed)
+        return Finished(samples, rate, int(job.request.seed), False)
+
+    def start(self, job: Prepared) -> LiveJob:
+        """Queue the job and wait for its first chunk; the returned job holds the slot while it streams.
+
+        Anything wrong before the first audio (bad prompt, model load failure) raises here, so the client
+        still gets a proper error status.
+        """
+        self._check_queue()
+        stack = contextlib.ExitStack()
+        cancel = threading.Event()
+        try:
+            engine = stack.enter_context(self.manager.job(cancel=cancel))
+            self._ensure_voice(engine, job)
+            engine.check(job.request)
+            chunks = engine.synthesize(job.request, cancel=cancel)
+            first = next(chunks, None)
+            return LiveJob(engine.info.sample_rate, first, chunks, stack, cancel)
+        except BaseException:
+            stack.close()
+            raise
+
+    def remember(self, job: Prepared, samples: np.ndarray, sample_rate: int) -> None:
+        self.cache.put(self.cache_key(job), samples, sample_rate, int(job.request.seed))
+
+    def _check_queue(self) -> None:
+        queued = self.manager.status()["queued"]
+        if queued >= self.settings.queue_size:
+            raise ApiError(503, "queue_full", f"{queued} jobs are waiting already; retry shortly",
+                           {"Retry-After": "5"})
+
+    def _ensure_voice(self, engine, job: Prepared) -> None:
+        if job.voice is not None:
+            self.voices.ensure(engine, VoiceRef("saved", job.voice.id, job.voice.transcript))
+        else:
+            self.voices.ensure(engine, job.ref)
+
+    def _model_tag(self) -> str:
+        info = self.manager.info()
+        return f"{self.manager.model_id}|{info.name if info else ''}"
+
+    # --- saved voices -------------------------------------------------------------------------------------
+
+    def add_voice(self, name: str, data: bytes | str, transcript: str) -> tuple[SavedVoice, bool]:
+        """Store a voice sent as file bytes/base64 (see `voice_service.save_voice`)."""
+        audio = self.decode_audio(data, "voice audio")
+        if audio is None:
+            raise InvalidRequest("prompt_missing", "no audio was sent: add the recording of the voice (3-30 s)")
+        return save_voice(self.manager, self.library, name, audio, transcript)
+
+    def remove_voice(self, voice_id: str) -> bool:
+        return delete_voice(self.manager, self.library, voice_id)
+
+    def features_ready(self, voice_id: str) -> bool:
+        engine = self.manager.loaded
+        if engine is None:  # registered again from the stored features on the next load
+            return any(self.library.path(voice_id).glob("features-*"))
+        return voice_id in engine.info.extras.get("saved_voices", ())

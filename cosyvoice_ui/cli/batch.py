@@ -1,0 +1,169 @@
+"""Batch synthesis for long jobs (an e-book, a list of IVR prompts): one utterance per line of a text file.
+
+Output is numbered files (`0001.wav`, `0002.wav`, ...) in a folder, or with `--join` one file. A re-run
+resumes: lines whose file already exists (non-empty) are skipped. Files are written under a temporary
+name and renamed, so an interrupted run never leaves a truncated file that would be skipped later.
+This is the CLI's helper: it writes one progress line per utterance to stderr.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TextIO
+
+import numpy as np
+
+from ..engine import Engine
+from ..errors import InvalidRequest
+from ..types import ProgressCallback, SynthesisRequest
+
+log = logging.getLogger(__name__)
+
+JOIN_PAUSE_S = 0.3  # silence between utterances in a joined file (a sentence break)
+BAR_WIDTH = 24
+
+
+def read_lines(path: Path) -> list[str]:
+    """The non-blank lines of a UTF-8 text file, stripped."""
+    try:
+        text = Path(path).read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InvalidRequest("text_file_unreadable", f"cannot read the text file {path} ({exc}); it must be "
+                             "UTF-8 text with one utterance per line", path=str(path)) from exc
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if not lines:
+        raise InvalidRequest("text_empty", f"the text file {path} has no text (one utterance per line)")
+    return lines
+
+
+class BatchProgress:
+    """One line per utterance: a bar, the count, the file, the audio length and an estimate of the time left."""
+
+    def __init__(self, total: int, stream: TextIO | None = None) -> None:
+        self.total = total
+        self.stream = stream or sys.stderr
+        self.started = time.monotonic()
+        self.done_here = 0  # utterances synthesised in this run (skipped ones excluded, for the estimate)
+
+    def line(self, index: int, name: str, status: str) -> None:
+        filled = int(BAR_WIDTH * index / max(1, self.total))
+        bar = "#" * filled + "." * (BAR_WIDTH - filled)
+        self.stream.write(f"[{bar}] {index}/{self.total} {name} {status}\n")
+        self.stream.flush()
+
+    def synthesised(self, index: int, name: str, seconds: float, text: str) -> None:
+        self.done_here += 1
+        per_item = (time.monotonic() - self.started) / self.done_here
+        left = per_item * (self.total - index)
+        preview = text if len(text) <= 40 else text[:37] + "..."
+        self.line(index, name, f"{seconds:.1f} s  ~{_duration(left)} left  \"{preview}\"")
+
+
+def synth_text_file(engine: Engine, args, make_request: Callable[[object, str], SynthesisRequest],
+                    write: Callable[..., None], progress: ProgressCallback | None = None) -> int:
+    """Synthesise every line of `args.text_file` into `args.out`; returns the process exit code.
+
+    `make_request(args, text)` builds each request; `write(path, samples, rate, fmt, loudness)` writes a
+    file. Numbered files go into the folder `args.out`; with `args.join` `args.out` is the one file. A line
+    the engine refuses (e.g. nothing speakable) is reported and skipped; the exit code is then 1.
+    `progress` is unused (one line per utterance replaces the per-stage bar).
+    """
+    lines = read_lines(args.text_file)
+    if args.join:
+        return _joined(engine, args, lines, make_request, write)
+    fmt = (args.format or "wav").lower()
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    width = max(4, len(str(len(lines))))
+    bar = BatchProgress(len(lines))
+    failed, skipped = [], 0
+    for index, text in enumerate(lines, 1):
+        path = out_dir / f"{index:0{width}d}.{fmt}"
+        if _written(path):
+            skipped += 1
+            bar.line(index, path.name, "exists, skipped")
+            continue
+        try:
+            samples = _synthesize(engine, make_request(args, text))
+        except InvalidRequest as exc:
+            failed.append(index)
+            bar.line(index, path.name, f"FAILED: {exc}")
+            continue
+        tmp = path.with_name(f".{path.name}.part")
+        write(tmp, samples, engine.info.sample_rate, fmt, args.loudness)
+        os.replace(tmp, path)
+        bar.synthesised(index, path.name, len(samples) / engine.info.sample_rate, text)
+    written = len(lines) - skipped - len(failed)
+    print(f"{out_dir}: {written} written, {skipped} already there, {len(failed)} failed"
+          + (f" (lines {', '.join(map(str, failed))}; fix them and run again)" if failed else ""))
+    return 1 if failed else 0
+
+
+def _joined(engine: Engine, args, lines: list[str], make_request, write) -> int:
+    """All lines into one file; per-line parts wait in a hidden folder beside it until every line is done."""
+    out = Path(args.out)
+    if _written(out):
+        print(f"{out} exists already; delete it to synthesise again")
+        return 0
+    parts = out.parent / f".{out.name}.parts"
+    parts.mkdir(parents=True, exist_ok=True)
+    width = max(4, len(str(len(lines))))
+    rate = engine.info.sample_rate
+    bar = BatchProgress(len(lines))
+    failed = []
+    for index, text in enumerate(lines, 1):
+        part = parts / f"{index:0{width}d}.npy"
+        if _written(part):
+            bar.line(index, part.name, "done in an earlier run, skipped")
+            continue
+        try:
+            samples = _synthesize(engine, make_request(args, text))
+        except InvalidRequest as exc:
+            failed.append(index)
+            bar.line(index, part.name, f"FAILED: {exc}")
+            continue
+        tmp = part.with_name(f".{part.name}.tmp")
+        with open(tmp, "wb") as handle:
+            np.save(handle, samples.astype(np.float32))
+        os.replace(tmp, part)
+        bar.synthesised(index, part.name, len(samples) / rate, text)
+    if failed:
+        print(f"{len(failed)} lines failed (lines {', '.join(map(str, failed))}); fix them and run again: the "
+              f"finished lines are kept in {parts}")
+        return 1
+    pause = np.zeros(int(JOIN_PAUSE_S * rate), np.float32)
+    pieces = []
+    for index in range(1, len(lines) + 1):
+        pieces += [np.load(parts / f"{index:0{width}d}.npy"), pause]
+    joined = np.concatenate(pieces[:-1])
+    fmt = args.format or (out.suffix.lstrip(".").lower() or "wav")
+    tmp = out.with_name(f".{out.name}.part")
+    write(tmp, joined, rate, fmt, args.loudness)
+    os.replace(tmp, out)
+    shutil.rmtree(parts, ignore_errors=True)
+    print(f"wrote {out} ({len(lines)} utterances, {len(joined) / rate:.1f} s at {rate} Hz)")
+    return 0
+
+
+def _synthesize(engine: Engine, request: SynthesisRequest) -> np.ndarray:
+    pieces = [chunk.samples for chunk in engine.synthesize(request)]
+    return np.concatenate(pieces) if pieces else np.zeros(0, np.float32)
+
+
+def _written(path: Path) -> bool:
+    try:
+        return path.is_file() and path.stat().st_size > 0
+    except OSError:
+        return False
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(seconds)
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m" if seconds >= 3600 else f"{seconds // 60}m{seconds % 60:02d}s"
+

@@ -1,0 +1,94 @@
+"""Load official `llm.pt` / `flow.pt` / `hift.pt` state dicts into our modules, strictly.
+
+Every key rename is a named function below with the reason for it; nothing is renamed silently.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from ..errors import CheckpointError
+
+log = logging.getLogger(__name__)
+
+StateDict = dict[str, torch.Tensor]
+
+_G_SUFFIXES = (".weight_g", ".parametrizations.weight.original0")
+_V_SUFFIXES = (".weight_v", ".parametrizations.weight.original1")
+
+
+def read_state_dict(path: str | Path) -> StateDict:
+    """`torch.load` a plain state dict safely (tensors only, on CPU)."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"{path.name} is missing from {path.parent.name}/ (expected a torch state dict)")
+    try:
+        data = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # torch raises several types for corrupt/truncated files
+        raise CheckpointError(f"{path.name} cannot be read as a torch state dict ({type(exc).__name__}: {exc}); "
+                              "re-download the model folder") from exc
+    if not isinstance(data, dict) or not all(isinstance(v, torch.Tensor) for v in data.values()):
+        raise CheckpointError(f"{path.name} is not a plain state dict of tensors")
+    return data
+
+
+def strip_generator_prefix(sd: StateDict) -> StateDict:
+    """hift.pt saved from the GAN training wrapper carries `generator.` in its keys; upstream drops
+    every occurrence before loading, so do we."""
+    return {k.replace("generator.", ""): v for k, v in sd.items()}
+
+
+def fold_weight_norm(sd: StateDict) -> StateDict:
+    """Replace weight-norm pairs (g, v) by the effective weight W = g * v / ||v||.
+
+    Both spellings occur in the official files: the old `name.weight_g/weight_v` and the new
+    `name.parametrizations.weight.original0/original1`. The norm runs over every dim but 0 of the
+    stored tensor (out-channels for Conv1d, in-channels for ConvTranspose1d), which is what `g`'s
+    shape [dim0, 1, 1] encodes. Our modules hold plain `.weight`s, so inference pays nothing for it.
+    """
+    out: StateDict = {}
+    pending_v: dict[str, torch.Tensor] = {}
+    pending_g: dict[str, torch.Tensor] = {}
+    for key, value in sd.items():
+        g_suffix = next((s for s in _G_SUFFIXES if key.endswith(s)), None)
+        v_suffix = next((s for s in _V_SUFFIXES if key.endswith(s)), None)
+        if g_suffix:
+            pending_g[key[: -len(g_suffix)]] = value
+        elif v_suffix:
+            pending_v[key[: -len(v_suffix)]] = value
+        else:
+            out[key] = value
+    if set(pending_g) != set(pending_v):
+        lonely = sorted(set(pending_g) ^ set(pending_v))
+        raise CheckpointError(f"weight-norm keys come without their pair: {lonely[:5]}")
+    for name, g in pending_g.items():
+        v = pending_v[name]
+        dims = tuple(range(1, v.dim()))
+        norm = v.double().pow(2).sum(dim=dims, keepdim=True).sqrt()
+        out[f"{name}.weight"] = (g.double() * v.double() / norm).to(v.dtype)
+    return out
+
+
+def load_strict(module: nn.Module, sd: StateDict, file_name: str) -> None:
+    """`load_state_dict(strict=True)` with an error that names the differing keys and shapes."""
+    expected = module.state_dict()
+    missing = sorted(set(expected) - set(sd))
+    unexpected = sorted(set(sd) - set(expected))
+    wrong_shape = sorted(k for k in set(expected) & set(sd) if expected[k].shape != sd[k].shape)
+    if missing or unexpected or wrong_shape:
+        parts = []
+        if missing:
+            parts.append(f"{len(missing)} missing (e.g. {missing[:3]})")
+        if unexpected:
+            parts.append(f"{len(unexpected)} unexpected (e.g. {unexpected[:3]})")
+        if wrong_shape:
+            k = wrong_shape[0]
+            parts.append(f"{len(wrong_shape)} with another shape (e.g. {k}: file {tuple(sd[k].shape)}, "
+                         f"model {tuple(expected[k].shape)})")
+        raise CheckpointError(f"{file_name} does not match the architecture in the yaml: " + "; ".join(parts)
+                              + ". Is the yaml from the same model folder?")
+    module.load_state_dict(sd, strict=True)

@@ -1,0 +1,320 @@
+"""The CosyVoice engine: `load_engine(model_dir)` and `CosyVoiceEngine.check / synthesize`.
+
+One request: validate → prompt features (cached) → normalise + split text → per segment: model
+inputs → LLM speech tokens → flow + vocoder (whole, or streamed in v1 chunks) → `AudioChunk`s.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import secrets
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .. import audio as audio_utils
+from ..engine import Engine, raise_if_cancelled, report
+from ..errors import InvalidRequest
+from .families import ModelFolder, StreamingSpec, model_that_can, modes_for
+from .frontend import text as text_frontend
+from .frontend.inputs import ModelInput, assemble, has_language_tag, language_tag, with_end_of_prompt
+from .frontend.prompt import PromptEncoder, PromptFeatures
+from .models.speed import trim_flow_prompt
+from .streaming import FlowPrompt, TokenToWave, stream_tokens
+from ..types import Audio, AudioChunk, EngineInfo, Mode, ProgressCallback, SynthesisRequest
+from ..validation import check_request
+
+log = logging.getLogger(__name__)
+
+INSTRUCT_EXAMPLES_V1 = (
+    "A female speaker with normal pitch, slow speaking rate, and sad emotion.",
+    "A male speaker with a deep voice, fast speaking rate, and happy emotion.",
+    "Theo 'Crimson', is a fiery, passionate rebel leader. Fights with fervor for justice, but struggles with "
+    "impulsiveness.",
+    "A young girl telling a bedtime story, soft and gentle.",
+)
+
+
+class CosyVoiceEngine(Engine):
+    """A loaded CosyVoice v1 model (300M / -SFT / -Instruct) behind the `Engine` interface.
+
+    Not responsible for: loading (see `loader.load_cosyvoice`), queueing or idle unload (`manager`),
+    loudness and file formats (`audio`).
+    """
+
+    def __init__(self, folder: ModelFolder, parts: dict, device: str, max_text_chars: int = 5000,
+                 n_timesteps: int | None = None, precision: str = "stock",
+                 flow_prompt_seconds: float | None = None, precision_info: dict[str, str] | None = None) -> None:
+        self.folder = folder
+        self.device = torch.device(device)
+        self.llm = parts["llm"]
+        self.flow = parts["flow"]
+        self.hift = parts["hift"]
+        self.tokenizer = parts["tokenizer"]
+        self.prompts: PromptEncoder = parts["prompt_encoder"]
+        self.spk2info: dict[str, dict] = parts["spk2info"]
+        self.sampler = parts["sampler"]
+        self.config = parts["config"]
+        self.max_text_chars = max_text_chars
+        self.n_timesteps = n_timesteps
+        self.precision = precision
+        self.flow_prompt_seconds = flow_prompt_seconds  # fast mode: keep only the prompt's last seconds in the flow
+        self.streaming_spec = folder.family.streaming  # chunk schedule; parity uses families.UPSTREAM_STREAMING_V1
+        self.saved_voices: dict[str, tuple[PromptFeatures, str]] = {}
+        self._info = folder_info(folder, tuple(self.spk2info), str(self.device), precision, precision_info)
+
+    # --- interface ------------------------------------------------------------------------------
+
+    @property
+    def info(self) -> EngineInfo:
+        return self._info
+
+    def check(self, request: SynthesisRequest) -> None:
+        check_request(request, self._info, self.max_text_chars, saved_voices=tuple(self.saved_voices),
+                      needs=model_that_can(request.mode), instruct_example=INSTRUCT_EXAMPLES_V1[0])
+        if request.mode is Mode.ZERO_SHOT and request.prompt_audio is None and request.speaker in self.saved_voices:
+            if not (request.prompt_text.strip() or self.saved_voices[request.speaker][1]):
+                raise InvalidRequest("transcript_missing", "this saved voice has no transcript; use cross-lingual "
+                                     "mode, or save the voice again with its transcript")
+
+    def synthesize(self, request: SynthesisRequest, progress: ProgressCallback | None = None,
+                   cancel: threading.Event | None = None) -> Iterator[AudioChunk]:
+        self.check(request)
+        seed = request.seed if request.seed is not None else secrets.randbits(31)
+        generator = torch.Generator().manual_seed(int(seed))
+        started = time.perf_counter()
+        produced = 0
+        report(progress, "frontend", 0.0, "preparing")
+        with torch.inference_mode():
+            jobs = self._segment_jobs(request)
+            total = len(jobs)
+            for index, (segment_text, model_input, source_tokens) in enumerate(jobs):
+                raise_if_cancelled(cancel)
+                for wave, last_of_segment in self._render_segment(model_input, source_tokens, generator, progress,
+                                                                  cancel, index, total, request.stream,
+                                                                  request.speed):
+                    samples = wave.squeeze(0).float().cpu().numpy()
+                    produced += len(samples)
+                    final = last_of_segment and index == total - 1
+                    yield AudioChunk(samples, self._info.sample_rate, index, total, final, segment_text)
+        seconds = produced / self._info.sample_rate
+        elapsed = time.perf_counter() - started
+        report(progress, "done", 1.0, f"{seconds:.1f} s of audio")
+        log.info("synthesized mode=%s chars=%d audio=%.2fs rtf=%.3f seed=%d", request.mode.value,
+                 len(request.text), seconds, elapsed / seconds if seconds else float("nan"), seed)
+
+    def close(self) -> None:
+        for name in ("llm", "flow", "hift", "prompts", "tokenizer"):
+            setattr(self, name, None)
+        gc.collect()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
+    # --- saved voices -----------------------------------------------------------------------------
+
+    def encode_voice(self, audio: Audio) -> PromptFeatures:
+        """Features of a (checked) voice recording; cached by audio hash."""
+        return self.prompts.encode(audio_utils.check_prompt(audio))
+
+    def add_voice(self, voice_id: str, features: PromptFeatures, transcript: str) -> None:
+        """Make a saved voice usable as `speaker` in zero-shot, cross-lingual and vc requests."""
+        self.saved_voices[voice_id] = (features, transcript)
+        self._info = _with_voices(self._info, tuple(self.saved_voices))
+
+    def remove_voice(self, voice_id: str) -> None:
+        self.saved_voices.pop(voice_id, None)
+        self._info = _with_voices(self._info, tuple(self.saved_voices))
+
+    def register_voice(self, voice_id: str, audio: Audio, transcript: str, cache_dir: Path) -> None:
+        """Load the voice's features from `cache_dir` (computing and storing them the first time)."""
+        from dataclasses import fields
+
+        from .voice_features import file_fingerprint, load_features, save_features
+
+        if getattr(self, "_frontend_fingerprint", None) is None:
+            # The features depend only on these two networks (and the family's mel settings, in the file name).
+            self._frontend_fingerprint = file_fingerprint(
+                self.folder.path / "campplus.onnx", self.folder.path / self.folder.family.speech_tokenizer_file)
+        path = Path(cache_dir) / f"features-{self.folder.family.name}.safetensors"
+        stored = load_features(path, self._frontend_fingerprint)
+        names = [f.name for f in fields(PromptFeatures)]
+        if stored is not None and set(stored) == set(names):
+            features = PromptFeatures(**stored)
+        else:
+            features = self.encode_voice(audio)
+            try:
+                save_features(path, {n: getattr(features, n) for n in names}, self._frontend_fingerprint)
+            except OSError as exc:  # a read-only voices folder still works, it just recomputes next time
+                log.warning("cannot store the features of voice %s in %s (%s)", voice_id, path, exc)
+        self.add_voice(voice_id, features, transcript)
+
+    def unregister_voice(self, voice_id: str) -> None:
+        self.remove_voice(voice_id)
+
+    # --- internals --------------------------------------------------------------------------------
+
+    def _encode(self, text: str) -> list[int]:
+        return self.tokenizer.encode(text)
+
+    def _prompt(self, request: SynthesisRequest, audio: Audio | None) -> tuple[PromptFeatures, str]:
+        if request.speaker and request.speaker in self.saved_voices and audio is None:
+            return self.saved_voices[request.speaker]
+        return self.prompts.encode(audio_utils.check_prompt(audio)), request.prompt_text
+
+    def _segments(self, request: SynthesisRequest) -> list[str]:
+        text = request.text.strip()
+        if not request.text_frontend:
+            return [text]
+        segments = text_frontend.normalize(text, split=True, count_tokens=lambda s: len(self._encode(s)))
+        segments = [s for s in segments if s.strip()]
+        if not segments:
+            raise InvalidRequest("text_unspeakable", "the text has nothing to speak (only punctuation or symbols)")
+        return segments
+
+    def _segment_jobs(self, request: SynthesisRequest) -> list[tuple[str, ModelInput | None, torch.Tensor | None]]:
+        mode = request.mode
+        n_mels = self.config.mel.num_mels
+        if mode is Mode.VC:
+            prompt, _ = self._prompt(request, request.prompt_audio)
+            source = audio_utils.check_prompt(request.source_audio, what="source audio", min_seconds=0.5,
+                                              max_seconds=300.0)
+            tokens = self.prompts.speech_tokens(self.prompts.to_16k(source))
+            flow_input = ModelInput(tokens, tokens[:, :0], tokens[:, :0], prompt.embedding, prompt.speech_tokens,
+                                    prompt.mel, prompt.embedding)
+            return [("", flow_input, tokens)]
+        segments = self._segments(request)
+        speaker = None
+        if mode in (Mode.SFT, Mode.INSTRUCT):
+            speaker = self.spk2info[request.speaker]["embedding"].float().reshape(1, -1)
+        prompt = None
+        prompt_ids: list[int] | None = None
+        if mode in (Mode.ZERO_SHOT, Mode.CROSS_LINGUAL):
+            prompt, transcript = self._prompt(request, request.prompt_audio)
+            if mode is Mode.ZERO_SHOT:
+                transcript = request.prompt_text.strip() or transcript
+                normalized = text_frontend.normalize(transcript, split=False) if request.text_frontend else transcript
+                prompt_ids = self._encode(normalized)
+        if mode is Mode.INSTRUCT:
+            instruct = request.instruct_text.strip()
+            if request.text_frontend:
+                instruct = text_frontend.normalize(instruct, split=False)
+            prompt_ids = self._encode(with_end_of_prompt(instruct))
+        jobs = []
+        for segment in segments:
+            spoken = segment
+            if mode is Mode.CROSS_LINGUAL and not has_language_tag(segment):
+                spoken = language_tag(segment) + segment  # v1 was trained with a language tag here
+            ids = self._encode(spoken)
+            jobs.append((segment, assemble(mode, ids, n_mels, prompt_text_ids=prompt_ids, prompt=prompt,
+                                           speaker_embedding=speaker), None))
+        return jobs
+
+    def render_input(self, model_input: ModelInput, generator: torch.Generator, stream: bool = False,
+                     forced_tokens: int | None = None) -> Iterator[tuple[torch.Tensor, bool]]:
+        """Speech for one already assembled segment: (wave [1, S], is_last) chunks, as `synthesize`
+        renders each segment (same precision, flow prompt cap and chunk schedule).
+
+        forced_tokens: decode exactly this many speech tokens, ignoring EOS, so that every run does
+        the same work (benchmarks). None decodes until EOS as usual.
+        """
+        with torch.inference_mode():
+            yield from self._render_segment(model_input, None, generator, None, None, 0, 1, stream, 1.0,
+                                            forced_tokens)
+
+    def _flow_prompt(self, model_input: ModelInput) -> FlowPrompt:
+        tokens, mel = model_input.flow_prompt_tokens, model_input.prompt_mel
+        if self.flow_prompt_seconds is not None:
+            tokens, mel = trim_flow_prompt(tokens, mel, self.flow_prompt_seconds, self.folder.family.token_rate)
+        device = self.device
+        return FlowPrompt(tokens.to(device), mel.to(device), model_input.flow_embedding.to(device))
+
+    def _render_segment(self, model_input: ModelInput, source_tokens: torch.Tensor | None,
+                        generator: torch.Generator, progress: ProgressCallback | None,
+                        cancel: threading.Event | None, index: int, total: int, stream: bool, speed: float,
+                        forced_tokens: int | None = None) -> Iterator[tuple[torch.Tensor, bool]]:
+        render = TokenToWave(self.flow, self.hift, self.config_streaming, self._flow_prompt(model_input), generator,
+                             self.n_timesteps)
+        base = index / total
+
+        def stage(name: str, within: float, message: str) -> None:
+            report(progress, name, base + within / total, f"segment {index + 1}/{total}: {message}")
+
+        if source_tokens is not None:
+            tokens_iter = iter(source_tokens[0].tolist())
+        else:
+            tokens_iter = self._llm_tokens(model_input, generator, cancel, stage, forced_tokens)
+        if stream and speed == 1.0:
+            for speech, last in stream_tokens(tokens_iter, render, self.config_streaming):
+                raise_if_cancelled(cancel)
+                stage("vocoder", 0.9, "audio chunk ready")
+                yield speech, last
+            return
+        tokens = list(tokens_iter)
+        raise_if_cancelled(cancel)
+        if not tokens:
+            yield torch.zeros(1, 0), True
+            return
+        stage("flow", 0.7, f"{len(tokens)} speech tokens → mel")
+        speech = render(torch.tensor([tokens], dtype=torch.long), True, speed)
+        stage("vocoder", 1.0, "done")
+        yield speech, True
+
+    def _llm_tokens(self, model_input: ModelInput, generator: torch.Generator, cancel: threading.Event | None,
+                    stage, forced_tokens: int | None = None) -> Iterator[int]:
+        device = self.device
+        expected = max(1, 12 * model_input.text.shape[1])
+        count = 0
+        for token in self.llm.inference(
+            model_input.text.to(device), model_input.prompt_text.to(device),
+            model_input.llm_prompt_tokens.to(device), model_input.llm_embedding.to(device),
+            sampler=self.sampler, generator=generator, max_len=forced_tokens, ignore_eos=forced_tokens is not None,
+        ):
+            count += 1
+            if count % 25 == 0:
+                raise_if_cancelled(cancel)
+                stage("llm", min(0.65, 0.65 * count / expected), f"{count} speech tokens")
+            yield token
+
+    @property
+    def config_streaming(self) -> StreamingSpec:
+        return self.streaming_spec
+
+
+def folder_info(folder: ModelFolder, speakers: tuple[str, ...], device: str = "cpu",
+                precision: str = "stock", precision_info: dict[str, str] | None = None) -> EngineInfo:
+    """What a v1 folder can do; cheap (no weights needed), so the UI can show it before loading."""
+    return EngineInfo(
+        name=folder.name,
+        family=folder.family.name,
+        sample_rate=folder.family.sample_rate,
+        modes=modes_for(folder, speakers),
+        speakers=speakers,
+        device=device,
+        streaming=True,
+        instruct_examples=INSTRUCT_EXAMPLES_V1 if folder.instruct else (),
+        notes="",
+        # "precision" names the active mode; fast mode adds what it changed (llm, flow, flow_steps, ...).
+        extras={**(precision_info or {}), "precision": precision},
+    )
+
+
+def _with_voices(info: EngineInfo, voices: tuple[str, ...]) -> EngineInfo:
+    from dataclasses import replace
+
+    return replace(info, extras={**info.extras, "saved_voices": voices})
+
+
+def load_engine(model_dir: str | Path | None, device: str = "auto", progress: ProgressCallback | None = None,
+                **options) -> Engine:
+    """Load the model in `model_dir` (a CosyVoice folder) and return its engine.
+
+    `device`: auto | cpu | cuda. Options: max_text_chars, precision ("stock" | "fast"), threads.
+    """
+    from .loader import load_cosyvoice
+
+    return load_cosyvoice(Path(model_dir), device=device, progress=progress, **options)

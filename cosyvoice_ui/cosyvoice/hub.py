@@ -1,0 +1,136 @@
+"""Model catalogue, local model discovery and huggingface-hub downloads with progress and resume.
+
+Offline, a download fails within seconds with a message that says how to place the folder by hand;
+nothing else in the app depends on the network.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlparse
+
+from ..errors import DownloadError
+from ..types import ProgressCallback, ProgressEvent
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class CatalogueEntry:
+    name: str  # folder name under pretrained_models/
+    repo_id: str  # Hugging Face repository
+    size_gb: float
+    description: str
+    supported: bool = True  # False: listed for completeness, not runnable by this engine yet
+
+
+CATALOGUE: tuple[CatalogueEntry, ...] = (
+    CatalogueEntry("CosyVoice-300M", "FunAudioLLM/CosyVoice-300M", 1.7,
+                   "base model: 3-second voice cloning, cross-lingual, voice conversion"),
+    CatalogueEntry("CosyVoice-300M-SFT", "FunAudioLLM/CosyVoice-300M-SFT", 1.7,
+                   "7 preset speakers (zh/en/ja/yue/ko) plus cloning"),
+    CatalogueEntry("CosyVoice-300M-Instruct", "FunAudioLLM/CosyVoice-300M-Instruct", 1.7,
+                   "preset speakers whose style you describe in words"),
+    CatalogueEntry("CosyVoice2-0.5B", "FunAudioLLM/CosyVoice2-0.5B", 3.4,
+                   "second generation (not yet supported by this engine)", supported=False),
+    CatalogueEntry("Fun-CosyVoice3-0.5B", "FunAudioLLM/Fun-CosyVoice3-0.5B-2512", 3.4,
+                   "third generation (not yet supported by this engine)", supported=False),
+)
+
+MODEL_YAMLS = ("cosyvoice.yaml", "cosyvoice2.yaml", "cosyvoice3.yaml")
+
+
+def catalogue_entry(name: str) -> CatalogueEntry:
+    for entry in CATALOGUE:
+        if entry.name.lower() == name.lower() or entry.repo_id.lower() == name.lower():
+            return entry
+    raise DownloadError(f"unknown model {name!r}; choose one of: {', '.join(e.name for e in CATALOGUE)}")
+
+
+def find_models(models_dir: Path) -> list[Path]:
+    """Model folders (any CosyVoice generation) directly under `models_dir`, sorted by name."""
+    if not models_dir.is_dir():
+        return []
+    return sorted(p for p in models_dir.iterdir() if p.is_dir() and any((p / y).is_file() for y in MODEL_YAMLS))
+
+
+def manual_instructions(entry: CatalogueEntry, target: Path) -> str:
+    return (f"To install {entry.name} by hand, on a machine with internet run "
+            f"`huggingface-cli download {entry.repo_id} --local-dir {entry.name}` (or "
+            f"`git clone https://huggingface.co/{entry.repo_id}`), then copy that folder to {target} "
+            "(it must contain the yaml, llm.pt, flow.pt, hift.pt and the .onnx files).")
+
+
+def _endpoint() -> str:
+    return os.environ.get("HF_ENDPOINT", "https://huggingface.co")
+
+
+def hub_reachable(timeout: float = 3.0) -> bool:
+    """A quick TCP check of the hub host, so that offline machines fail in seconds, not minutes."""
+    if os.environ.get("HF_HUB_OFFLINE") in ("1", "true", "True"):
+        return False
+    url = urlparse(_endpoint())
+    port = url.port or (443 if url.scheme == "https" else 80)
+    try:
+        with socket.create_connection((url.hostname or "", port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def _progress_tqdm(progress: ProgressCallback | None, label: str):
+    """A tqdm subclass that forwards byte counts to `progress` (huggingface-hub accepts `tqdm_class`)."""
+    from tqdm.auto import tqdm
+
+    lock = threading.Lock()
+    totals: dict[int, tuple[float, float]] = {}
+
+    class Forwarding(tqdm):
+        def __init__(self, *args, **kwargs):
+            kwargs["disable"] = False
+            super().__init__(*args, **kwargs)
+
+        def display(self, *args, **kwargs):  # draw nothing in the terminal from the library
+            return None
+
+        def update(self, n=1):
+            result = super().update(n)
+            if progress is not None and self.unit == "B":
+                with lock:
+                    totals[id(self)] = (float(self.n), float(self.total or 0))
+                    done = sum(v[0] for v in totals.values())
+                    total = sum(v[1] for v in totals.values())
+                if total > 0:
+                    progress(ProgressEvent("download", min(1.0, done / total),
+                                           f"{label}: {done / 1e6:.0f} / {total / 1e6:.0f} MB"))
+            return result
+
+    return Forwarding
+
+
+def download(name: str, models_dir: Path, progress: ProgressCallback | None = None) -> Path:
+    """Download (or resume) a catalogue model into `models_dir/NAME` and return the folder."""
+    entry = catalogue_entry(name)
+    target = models_dir / entry.name
+    if not hub_reachable():
+        raise DownloadError(f"cannot reach {_endpoint()} (offline?). " + manual_instructions(entry, target))
+    try:
+        from huggingface_hub import snapshot_download
+    except ImportError as exc:
+        raise DownloadError("huggingface-hub is not installed; run `pip install -r requirements.txt`") from exc
+    target.mkdir(parents=True, exist_ok=True)
+    if progress is not None:
+        progress(ProgressEvent("download", 0.0, f"downloading {entry.name} ({entry.size_gb:.1f} GB)"))
+    try:
+        snapshot_download(entry.repo_id, local_dir=str(target), tqdm_class=_progress_tqdm(progress, entry.name))
+    except Exception as exc:  # network, auth, disk: every failure becomes one actionable message
+        raise DownloadError(f"downloading {entry.name} failed ({type(exc).__name__}: {exc}). Run the download "
+                            "again to resume, or: " + manual_instructions(entry, target)) from exc
+    if progress is not None:
+        progress(ProgressEvent("download", 1.0, f"{entry.name} ready"))
+    return target

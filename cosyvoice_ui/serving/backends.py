@@ -1,0 +1,69 @@
+"""Which backend serves a model id: a CosyVoice folder, or the offline default voice (OFFLINE_ID).
+
+Loading and describing dispatch here, so the manager, the web app and the CLI never branch on backends.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..engine import Engine
+from ..types import EngineInfo, ProgressCallback
+
+OFFLINE_ID = "offline-default"
+
+
+@dataclass(frozen=True)
+class ModelChoice:
+    model_id: str  # a folder path, or OFFLINE_ID
+    label: str
+
+
+def model_choices(models_dir: Path | None, current_id: str) -> list[ModelChoice]:
+    """The folders under `models_dir` (and the current model if it lives elsewhere), then the offline voice."""
+    from ..cosyvoice.hub import find_models
+
+    found = [ModelChoice(str(p), p.name) for p in find_models(models_dir)] if models_dir else []
+    if current_id != OFFLINE_ID and all(c.model_id != current_id for c in found):
+        found.insert(0, ModelChoice(current_id, Path(current_id).name))
+    return found + [ModelChoice(OFFLINE_ID, "Offline default (no download)")]
+
+
+def default_model_id(model_dir: Path | None, models_dir: Path) -> str:
+    """The explicit folder, else the first CosyVoice folder under models_dir, else the offline default."""
+    from ..cosyvoice.hub import find_models
+
+    if model_dir is not None:
+        return str(model_dir)
+    found = [p for p in find_models(models_dir) if (p / "cosyvoice.yaml").is_file()]
+    return str(found[0]) if found else OFFLINE_ID
+
+
+def load_any(model_id: str, progress: ProgressCallback | None = None, device: str = "auto", **options) -> Engine:
+    """Load a CosyVoice folder or, for OFFLINE_ID, the embedded offline default."""
+    if model_id == OFFLINE_ID:
+        from ..offline import load_default_engine
+
+        return load_default_engine(device=device, progress=progress, voices_dir=options.get("voices_dir"))
+    from ..cosyvoice.engine import load_engine
+
+    options.pop("voices_dir", None)
+    return load_engine(model_id, device=device, progress=progress, **options)
+
+
+def describe(model_id: str) -> EngineInfo:
+    """What a model can do, without loading its weights."""
+    if model_id == OFFLINE_ID:
+        from ..offline import describe_default
+
+        return describe_default()
+    from ..cosyvoice.loader import describe_cosyvoice
+
+    return describe_cosyvoice(Path(model_id))
+
+
+def open_engine(model_dir: Path | None, models_dir: Path, device: str = "auto", precision: str = "stock",
+                progress: ProgressCallback | None = None) -> Engine:
+    """Load the engine a CLI invocation asked for (or the default one)."""
+    return load_any(default_model_id(model_dir, models_dir), progress, device=device, precision=precision)

@@ -1,0 +1,33 @@
+"""Process memory: the resident-set figure the UI and /health show, and giving freed memory back."""
+
+from __future__ import annotations
+
+import ctypes
+import gc
+import os
+
+
+def rss_mb() -> float:
+    """Resident memory of this process in MB (Linux /proc; 0 when unknown)."""
+    try:
+        with open("/proc/self/statm") as handle:
+            pages = int(handle.read().split()[1])
+        return pages * os.sysconf("SC_PAGE_SIZE") / 1e6
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def release_memory() -> None:
+    """Give freed memory back to the OS: Python objects, glibc's heap, the CUDA cache."""
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+    except ImportError:
+        pass

@@ -1,0 +1,256 @@
+"""Thin-client mode: an `Engine` whose synthesis runs on another instance of this app.
+
+`app.py --engine-url http://gpu-box:7860 --api-key KEY` serves the UI (and the REST API) on a small
+device and sends every request to the GPU box's `/tts`. Saved voices of the thin client travel as
+prompt audio with each request (the remote caches their features by audio hash); voices saved on the
+remote are usable by id. Nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+from .. import audio as audio_utils
+from ..engine import Engine, raise_if_cancelled, report
+from ..errors import CosyVoiceError, InvalidRequest
+from ..cosyvoice.families import model_that_can
+from ..types import Audio, AudioChunk, EngineInfo, Mode, ProgressCallback, SynthesisRequest
+from ..validation import check_request
+
+log = logging.getLogger(__name__)
+
+CONNECT_TIMEOUT_S = 5.0
+READ_TIMEOUT_S = 600.0  # a long text on a busy remote can take minutes before the last byte
+DESCRIBE_TIMEOUT_S = 3.0  # for the UI's first paint: a dead remote must not stall it
+
+
+class RemoteError(CosyVoiceError):
+    """The remote engine could not be reached or failed; the message names its URL and what to check."""
+
+    def __init__(self, message: str, status: int = 502, code: str = "remote_engine_error") -> None:
+        super().__init__(message)
+        self.status = status  # the REST API answers with this status
+        self.code = code
+
+
+def _client(api_key: str | None, timeout: float | None = None):
+    import httpx
+
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    limits = httpx.Timeout(READ_TIMEOUT_S if timeout is None else timeout, connect=CONNECT_TIMEOUT_S)
+    return httpx.Client(headers=headers, timeout=limits)
+
+
+def _fail(url: str, response) -> CosyVoiceError:
+    """An error response of the remote → InvalidRequest (its 4xx about the request) or RemoteError."""
+    try:
+        error = response.json()["error"]
+        code, message = str(error["code"]), str(error["message"])
+    except Exception:  # not our JSON: a proxy page, a different server
+        code, message = "remote_engine_error", f"HTTP {response.status_code}"
+    if response.status_code in (401, 403):
+        return RemoteError(f"the engine at {url} refused the API key ({message}); start this app with the "
+                           "remote's key: --api-key KEY", 502, "remote_auth_failed")
+    if response.status_code in (400, 404, 413, 422):
+        return InvalidRequest(code, message)
+    if response.status_code in (429, 503):
+        return RemoteError(f"the engine at {url} is busy: {message}", 503, code)
+    return RemoteError(f"the engine at {url} failed: {message}")
+
+
+def _request(client, method: str, url: str, **kwargs):
+    import httpx
+
+    try:
+        response = client.request(method, url, **kwargs)
+    except httpx.HTTPError as exc:
+        raise _unreachable(url, exc) from exc
+    if response.status_code >= 400:
+        raise _fail(url, response)
+    return response
+
+
+def _unreachable(url: str, exc: Exception) -> RemoteError:
+    return RemoteError(f"cannot reach the engine at {url} ({type(exc).__name__}: {exc}); check that it is running "
+                       "and that --engine-url is right", 502, "engine_unreachable")
+
+
+def info_from_models(payload: dict, url: str) -> EngineInfo:
+    """EngineInfo from a `GET /v1/models` answer of another instance."""
+    try:
+        model = payload["data"][0]
+        return EngineInfo(
+            name=str(model["name"]), family=str(model["family"]), sample_rate=int(model["sample_rate"]),
+            modes=tuple(Mode.parse(m) for m in model["modes"]), speakers=tuple(model.get("speakers", ())),
+            device=f"remote {model.get('device', '?')}", streaming=bool(model.get("streaming", True)),
+            instruct_examples=tuple(model.get("instruct_examples", ())), notes=str(model.get("notes", "")),
+            extras={"engine_url": url, "remote_voices": tuple(model.get("saved_voices", ()))})
+    except (KeyError, IndexError, TypeError, ValueError) as exc:
+        raise RemoteError(f"{url} did not answer /v1/models like a CosyVoice Studio instance ({exc}); check "
+                          "--engine-url") from exc
+
+
+def describe_remote(url: str, api_key: str | None = None) -> EngineInfo:
+    """What the remote model can do, with a short timeout (for the UI before anything is loaded)."""
+    url = url.rstrip("/")
+    with _client(api_key, DESCRIBE_TIMEOUT_S) as client:
+        return info_from_models(_request(client, "GET", f"{url}/v1/models").json(), url)
+
+
+class RemoteEngine(Engine):
+    """Sends requests to another instance's REST API and yields its audio as it arrives.
+
+    Not responsible for: the remote's queue or model (it has its own manager), loudness (the remote
+    returns raw engine output, post-processing happens here as for a local engine).
+    """
+
+    def __init__(self, url: str, api_key: str | None = None, max_text_chars: int = 5000,
+                 progress: ProgressCallback | None = None) -> None:
+        self.url = url.rstrip("/")
+        self.api_key = api_key
+        self.max_text_chars = max_text_chars
+        self._client = _client(api_key)
+        self._voices: dict[str, tuple[Audio, str]] = {}
+        self._lock = threading.Lock()
+        report(progress, "load", 0.1, f"connecting to {self.url}")
+        try:
+            self._info = info_from_models(_request(self._client, "GET", f"{self.url}/v1/models").json(), self.url)
+        except BaseException:
+            self._client.close()
+            raise
+        report(progress, "load", 1.0, f"remote model {self._info.name} at {self.url}")
+        log.info("thin client: %s on %s", self._info.name, self.url)
+
+    @property
+    def info(self) -> EngineInfo:
+        return self._info
+
+    def check(self, request: SynthesisRequest) -> None:
+        wants_voice = request.mode in (Mode.ZERO_SHOT, Mode.CROSS_LINGUAL, Mode.VC) and request.prompt_audio is None
+        check_request(request, self._info, self.max_text_chars,
+                      saved_voices=self._known_voices(request.speaker if wants_voice else None),
+                      needs=model_that_can(request.mode))
+
+    def synthesize(self, request: SynthesisRequest, progress: ProgressCallback | None = None,
+                   cancel: threading.Event | None = None) -> Iterator[AudioChunk]:
+        import httpx
+
+        self.check(request)
+        body = self._body(request)
+        started = time.perf_counter()
+        report(progress, "frontend", 0.0, f"sending to {self.url}")
+        rate = self._info.sample_rate
+        produced = 0
+        try:
+            if not request.stream:
+                response = _request(self._client, "POST", f"{self.url}/tts", json=body)
+                payload = response.json()
+                samples = _pcm_to_float(base64.b64decode(payload["audio"]))
+                produced = len(samples)
+                yield AudioChunk(samples, int(payload["sample_rate"]), 0, 1, True, request.text)
+            else:
+                with self._client.stream("POST", f"{self.url}/tts", json=body) as response:
+                    if response.status_code >= 400:
+                        response.read()
+                        raise _fail(self.url, response)
+                    rate = int(response.headers.get("x-sample-rate", rate))
+                    previous: np.ndarray | None = None
+                    carry = b""
+                    for data in response.iter_bytes():
+                        raise_if_cancelled(cancel)
+                        data, carry = _split_even(carry + data)
+                        if not data:
+                            continue
+                        if previous is not None:
+                            yield AudioChunk(previous, rate, 0, 1, False, request.text)
+                        previous = _pcm_to_float(data)
+                        produced += len(previous)
+                        report(progress, "vocoder", 0.5, f"{produced / rate:.1f} s received")
+                    if previous is not None:
+                        yield AudioChunk(previous, rate, 0, 1, True, request.text)
+        except httpx.HTTPError as exc:
+            raise _unreachable(self.url, exc) from exc
+        elapsed = time.perf_counter() - started
+        report(progress, "done", 1.0, f"{produced / rate:.1f} s of audio")
+        log.info("remote synthesis mode=%s chars=%d audio=%.2fs in %.2fs", request.mode.value, len(request.text),
+                 produced / rate, elapsed)
+
+    def register_voice(self, voice_id: str, audio: Audio, transcript: str, cache_dir: Path) -> None:
+        """Keep the prompt here; it is sent with each request that uses the voice."""
+        with self._lock:
+            self._voices[voice_id] = (audio, transcript)
+            self._info = replace(self._info, extras={**self._info.extras, "saved_voices": tuple(self._voices)})
+
+    def unregister_voice(self, voice_id: str) -> None:
+        with self._lock:
+            self._voices.pop(voice_id, None)
+            self._info = replace(self._info, extras={**self._info.extras, "saved_voices": tuple(self._voices)})
+
+    def close(self) -> None:
+        self._client.close()
+
+    # --- internals --------------------------------------------------------------------------------------
+
+    def _known_voices(self, speaker: str | None) -> tuple[str, ...]:
+        remote = tuple(self._info.extras.get("remote_voices", ()))
+        if speaker and speaker not in self._voices and speaker not in remote:
+            try:  # saved on the remote since we connected?
+                listing = _request(self._client, "GET", f"{self.url}/v1/voices").json()
+                remote = tuple(v["id"] for v in listing.get("data", ()))
+                self._info = replace(self._info, extras={**self._info.extras, "remote_voices": remote})
+            except (CosyVoiceError, KeyError, TypeError, ValueError):
+                log.debug("could not refresh the remote's voices", exc_info=True)
+        return tuple(self._voices) + remote
+
+    def _body(self, request: SynthesisRequest) -> dict:
+        """The remote `/tts` body: raw 16-bit PCM, no loudness change (done here like for a local engine)."""
+        body = {"mode": request.mode.value, "text": request.text, "prompt_text": request.prompt_text,
+                "instruct_text": request.instruct_text, "speed": request.speed, "seed": request.seed,
+                "stream": request.stream, "format": "pcm", "normalize": False,
+                "text_frontend": request.text_frontend}
+        prompt = request.prompt_audio
+        speaker = request.speaker
+        if speaker and speaker in self._voices and prompt is None:
+            prompt, transcript = self._voices[speaker]
+            if request.mode is Mode.ZERO_SHOT and not request.prompt_text.strip():
+                body["prompt_text"] = transcript
+            speaker = None
+        if request.mode in (Mode.SFT, Mode.INSTRUCT):
+            body["speaker"] = speaker
+        elif speaker:
+            body["voice_id"] = speaker
+        if prompt is not None:
+            body["prompt_audio"] = _audio_b64(prompt)
+        if request.source_audio is not None:
+            body["source_audio"] = _audio_b64(request.source_audio)
+        return body
+
+
+def _audio_b64(audio: Audio) -> str:
+    """float32 WAV, so the remote sees exactly the samples we have."""
+    import io
+
+    import soundfile as sf
+
+    buffer = io.BytesIO()
+    sf.write(buffer, audio_utils.to_mono_float(audio.samples), audio.sample_rate, format="WAV", subtype="FLOAT")
+    return base64.b64encode(buffer.getvalue()).decode()
+
+
+def _pcm_to_float(data: bytes) -> np.ndarray:
+    # The inverse of `audio.encode(..., "pcm")`, which scales by 32767.
+    return np.frombuffer(data, dtype="<i2").astype(np.float32) / 32767.0
+
+
+def _split_even(data: bytes) -> tuple[bytes, bytes]:
+    """16-bit samples may be split across network reads: keep an odd trailing byte for the next one."""
+    cut = len(data) - (len(data) % 2)
+    return data[:cut], data[cut:]

@@ -1,0 +1,212 @@
+"""Saved voices on disk: a cloned voice is recorded once and reused by id (UI, REST API, CLI).
+
+Layout, one folder per voice under `voices_dir`:
+
+    voices_dir/<id>/voice.json                 id, name, transcript, created, sample_rate, duration_s
+    voices_dir/<id>/prompt.wav                 the checked, silence-trimmed prompt (float32, original rate)
+    voices_dir/<id>/features-<family>.safetensors   prompt features a backend computed (its own cache)
+
+`prompt.wav` is kept so the features can be recomputed for another model family (the CosyVoice backend's
+feature cache: `cosyvoice/voice_features.py`). Using voices with the loaded model: `voice_service.py`.
+Nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import shutil
+import threading
+import time
+import unicodedata
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from .. import audio as audio_utils
+from ..errors import CosyVoiceError, InvalidRequest
+from ..types import Audio
+
+log = logging.getLogger(__name__)
+
+VOICE_FILE = "voice.json"
+PROMPT_FILE = "prompt.wav"
+DEFAULT_FILE = "default.json"  # which saved voice speaks when a request names none
+RESERVED_IDS = ("default", "builtin")  # mean the default and the built-in voice (default_voice.py)
+MAX_NAME_CHARS = 100
+MAX_TRANSCRIPT_CHARS = 1000
+# Ids are URL path segments and folder names: word characters (any script) and dashes, no dots or slashes.
+_ID = re.compile(r"^\w[\w-]{0,63}$")
+
+
+@dataclass(frozen=True)
+class SavedVoice:
+    """The record of one saved voice (what `voice.json` holds)."""
+
+    id: str
+    name: str
+    transcript: str
+    created: str  # ISO 8601, UTC
+    sample_rate: int
+    duration_s: float
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def slugify(name: str) -> str:
+    """A readable id from a display name: lower case, word characters and dashes ("My Voice!" → "my-voice")."""
+    text = unicodedata.normalize("NFKC", name).strip().lower()
+    slug = re.sub(r"[^\w-]+", "-", text).strip("-_")
+    return slug[:48].strip("-_") or "voice"
+
+
+class VoiceLibrary:
+    """The saved voices in one folder: add, list, read back, remove.
+
+    Does not compute prompt features (each backend does, in `Engine.register_voice`, and caches them in
+    the voice's folder) and does not know which engine is loaded. Safe to use from several threads.
+    """
+
+    def __init__(self, voices_dir: str | Path) -> None:
+        self.root = Path(voices_dir)
+        self._lock = threading.Lock()
+
+    # --- reading ------------------------------------------------------------------------------------
+
+    def ids(self) -> tuple[str, ...]:
+        """Ids of the complete voices (a folder without voice.json, e.g. an interrupted add, is ignored)."""
+        if not self.root.is_dir():
+            return ()
+        return tuple(sorted(p.name for p in self.root.iterdir()
+                            if p.is_dir() and _ID.match(p.name) and (p / VOICE_FILE).is_file()))
+
+    def list(self) -> list[SavedVoice]:
+        voices = []
+        for voice_id in self.ids():
+            voice = self.get(voice_id)
+            if voice is not None:
+                voices.append(voice)
+        return voices
+
+    def get(self, voice_id: str) -> SavedVoice | None:
+        """The voice's record, or None when there is no such (readable) voice."""
+        if not isinstance(voice_id, str) or not _ID.match(voice_id):
+            return None
+        path = self.root / voice_id / VOICE_FILE
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            return SavedVoice(id=voice_id, name=str(data["name"]), transcript=str(data.get("transcript", "")),
+                              created=str(data["created"]), sample_rate=int(data["sample_rate"]),
+                              duration_s=float(data["duration_s"]))
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            log.warning("saved voice %s is unreadable (%s); skipped", voice_id, exc)
+            return None
+
+    def require(self, voice_id: str) -> SavedVoice:
+        """Like `get`, but raise `InvalidRequest` naming the saved voices when the id is unknown."""
+        voice = self.get(voice_id)
+        if voice is None:
+            raise InvalidRequest("voice_unknown", f"there is no saved voice {voice_id!r}; saved voices: "
+                                 f"{', '.join(self.ids()) or 'none'}", voice=voice_id)
+        return voice
+
+    def path(self, voice_id: str) -> Path:
+        """The voice's folder (where backends cache its features)."""
+        if not _ID.match(voice_id):
+            raise InvalidRequest("voice_unknown", f"{voice_id!r} is not a valid voice id", voice=voice_id)
+        return self.root / voice_id
+
+    def default_id(self) -> str | None:
+        """The saved voice marked as the default (None when none is, or it was deleted)."""
+        try:
+            voice_id = json.loads((self.root / DEFAULT_FILE).read_text(encoding="utf-8")).get("id")
+        except (OSError, ValueError, AttributeError):
+            return None
+        return voice_id if isinstance(voice_id, str) and self.get(voice_id) is not None else None
+
+    def set_default(self, voice_id: str | None) -> None:
+        """Mark a saved voice as the default (None: back to the model's own default)."""
+        if voice_id is None:
+            (self.root / DEFAULT_FILE).unlink(missing_ok=True)
+            return
+        self.require(voice_id)
+        _write_atomic(self.root / DEFAULT_FILE, json.dumps({"id": voice_id}).encode())
+
+    def audio(self, voice_id: str) -> Audio:
+        """The stored (checked and trimmed) prompt recording."""
+        return audio_utils.read_audio(self.path(voice_id) / PROMPT_FILE, what=f"saved voice {voice_id}")
+
+    # --- writing --------------------------------------------------------------------------------------
+
+    def add(self, name: str, audio: Audio, transcript: str = "", reserved: tuple[str, ...] = ()) -> SavedVoice:
+        """Check and trim `audio`, store it with its transcript, and return the new voice's record.
+
+        The id comes from `name` (made unique, and never equal to one of `reserved`, e.g. preset speakers).
+        Raises `InvalidRequest` for an empty name, an over-long transcript or an unusable recording.
+        """
+        import soundfile as sf
+
+        name = (name or "").strip()
+        transcript = (transcript or "").strip()
+        if not name:
+            raise InvalidRequest("voice_name_missing", "give the voice a name (e.g. \"narrator\")")
+        if len(name) > MAX_NAME_CHARS:
+            raise InvalidRequest("voice_name_too_long", f"the voice name has {len(name)} characters; the limit is "
+                                 f"{MAX_NAME_CHARS}", chars=len(name), limit=MAX_NAME_CHARS)
+        if len(transcript) > MAX_TRANSCRIPT_CHARS:
+            raise InvalidRequest("transcript_too_long", f"the transcript has {len(transcript)} characters; the limit "
+                                 f"is {MAX_TRANSCRIPT_CHARS} (a prompt is 3-30 seconds of speech)",
+                                 chars=len(transcript), limit=MAX_TRANSCRIPT_CHARS)
+        trimmed = audio_utils.check_prompt(audio)
+        try:
+            folder = self._claim(slugify(name), set(reserved) | set(RESERVED_IDS))
+        except OSError as exc:
+            raise CosyVoiceError(f"cannot create a folder in the voices directory {self.root} ({exc.strerror}); "
+                                 "check that it is writable or choose another --voices-dir") from exc
+        voice = SavedVoice(id=folder.name, name=name, transcript=transcript,
+                           created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                           sample_rate=trimmed.sample_rate, duration_s=round(trimmed.duration, 3))
+        try:
+            # float32 keeps the samples exact, so features recomputed later equal the first ones.
+            sf.write(folder / PROMPT_FILE, trimmed.samples, trimmed.sample_rate, subtype="FLOAT")
+            _write_atomic(folder / VOICE_FILE, json.dumps(voice.to_dict(), ensure_ascii=False, indent=2).encode())
+        except OSError as exc:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise CosyVoiceError(f"cannot write the voice to {folder} ({exc.strerror})") from exc
+        log.info("saved voice %s (%.1f s, transcript %d chars)", voice.id, voice.duration_s, len(transcript))
+        return voice
+
+    def remove(self, voice_id: str) -> bool:
+        """Delete a voice and its cached features. Returns False when there was no such voice."""
+        if self.get(voice_id) is None:
+            return False
+        shutil.rmtree(self.root / voice_id, ignore_errors=True)
+        if self.default_id() is None:
+            (self.root / DEFAULT_FILE).unlink(missing_ok=True)
+        log.info("removed saved voice %s", voice_id)
+        return True
+
+    def _claim(self, slug: str, reserved: set[str]) -> Path:
+        """Create the voice's folder under the first free id: slug, slug-2, slug-3, ..."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        with self._lock:
+            for n in range(1, 10_000):
+                candidate = slug if n == 1 else f"{slug[:44]}-{n}"
+                if candidate in reserved:
+                    continue
+                try:
+                    (self.root / candidate).mkdir()  # atomic: two processes never get the same id
+                except FileExistsError:
+                    continue
+                return self.root / candidate
+        raise InvalidRequest("voice_name_taken", f"too many voices are named like {slug!r}; choose another name")
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)

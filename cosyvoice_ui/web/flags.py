@@ -1,0 +1,97 @@
+"""Command-line flags of the web app (`app.py`, `python -m cosyvoice_ui serve`) → `Settings` → server."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from ..settings import Settings, env_api_keys
+
+log = logging.getLogger("cosyvoice_ui.app")
+
+
+def _auth_pairs(values: list[str], auth_file: Path | None) -> tuple[tuple[str, str], ...]:
+    lines = list(values or [])
+    if auth_file is not None:
+        try:
+            lines += [ln.strip() for ln in auth_file.read_text(encoding="utf-8").splitlines()
+                      if ln.strip() and not ln.lstrip().startswith("#")]
+        except OSError as exc:
+            raise SystemExit(f"error: cannot read --auth-file {auth_file}: {exc.strerror}") from exc
+    pairs = []
+    for line in lines:
+        user, sep, password = line.partition(":")
+        if not sep or not user or not password:
+            raise SystemExit(f"error: --auth expects user:password, got {line!r}")
+        pairs.append((user, password))
+    return tuple(pairs)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="app.py", description="CosyVoice Studio: web UI and REST API")
+    p.add_argument("--model-dir", type=Path, default=None,
+                   help="model folder (default: the first one in --models-dir, else the offline default voice)")
+    p.add_argument("--models-dir", type=Path, default=Path("pretrained_models"))
+    p.add_argument("--host", default="127.0.0.1", help="bind address (0.0.0.0 = reachable from the network)")
+    p.add_argument("--port", type=int, default=7860)
+    p.add_argument("--share", action="store_true", help="also create a public *.gradio.live link")
+    p.add_argument("--auth", action="append", default=[], metavar="USER:PASS", help="UI login (repeatable)")
+    p.add_argument("--auth-file", type=Path, help="file with one user:password per line")
+    p.add_argument("--api-key", action="append", default=[], help="REST API key (repeatable; or COSYVOICE_API_KEYS)")
+    p.add_argument("--idle-unload", type=float, default=600.0, metavar="SECONDS",
+                   help="release the model after this many idle seconds (0 = never)")
+    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    p.add_argument("--precision", default="stock", choices=["stock", "fast"])
+    p.add_argument("--threads", type=int, default=None, help="CPU threads for torch (default: torch's choice)")
+    p.add_argument("--max-text-chars", type=int, default=5000)
+    p.add_argument("--concurrency", type=int, default=1, help="jobs running at once (others wait in the queue)")
+    p.add_argument("--queue-size", type=int, default=32)
+    p.add_argument("--rate-limit", type=int, default=60, help="REST requests per minute per client")
+    p.add_argument("--max-upload-mb", type=float, default=20.0)
+    p.add_argument("--blocked-words", type=Path, help="file of words the REST API refuses (one per line)")
+    p.add_argument("--engine-url", help="thin client: send synthesis to this remote instance")
+    p.add_argument("--voices-dir", type=Path, default=Path("voices"))
+    p.add_argument("--output-dir", type=Path, default=Path("outputs"))
+    p.add_argument("--default-voice", default=None, metavar="NAME",
+                   help="voice used when a request names none (a preset speaker or a saved voice id); default: "
+                        "the offline voice's default preset, a model's first preset, or the built-in example voice")
+    p.add_argument("--voice-aliases", type=Path, default=None, metavar="FILE",
+                   help="JSON file mapping OpenAI voice names (alloy, nova, ...) to this server's voices")
+    p.add_argument("--mcp", action="store_true",
+                   help="also serve synthesis and voice tools over MCP (Gradio's MCP server at /gradio_api/mcp/)")
+    p.add_argument("-v", "--verbose", action="store_true")
+    return p
+
+
+def settings_from_args(args: argparse.Namespace) -> Settings:
+    return Settings(
+        model_dir=args.model_dir, models_dir=args.models_dir, voices_dir=args.voices_dir, device=args.device,
+        precision=args.precision, threads=args.threads, host=args.host, port=args.port, share=args.share,
+        auth=_auth_pairs(args.auth, args.auth_file), api_keys=tuple(args.api_key) + env_api_keys(),
+        idle_unload_s=args.idle_unload, max_text_chars=args.max_text_chars, concurrency=args.concurrency,
+        queue_size=args.queue_size, rate_limit_per_min=args.rate_limit, max_upload_mb=args.max_upload_mb,
+        blocked_words_file=args.blocked_words, engine_url=args.engine_url,
+        default_voice=args.default_voice, voice_aliases_file=args.voice_aliases, mcp=args.mcp,
+        extra={"output_dir": str(args.output_dir)},
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    settings = settings_from_args(args)
+    from ..errors import CosyVoiceError
+    from .server import serve
+
+    try:
+        return serve(settings)
+    except CosyVoiceError as exc:  # a bad flag value found while building the app (e.g. --voice-aliases)
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,196 @@
+"""One process, one FastAPI app: the Gradio UI mounted at `/`, the REST API beside it, one
+ModelManager shared by both. Serves with uvicorn; `--share` adds a public tunnel when it can.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..serving.backends import default_model_id
+from ..serving.manager import ModelManager
+from ..settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ShareStatus:
+    """What happened to the public link (shown in the UI and printed)."""
+
+    url: str | None = None
+    error: str | None = None
+    pending: bool = False
+    done: threading.Event = field(default_factory=threading.Event)
+
+
+def create_manager(settings: Settings) -> ModelManager:
+    """The process's manager; every engine it loads gets the saved voices registered.
+
+    With `settings.engine_url` (thin client) the model is the remote instance; the other choices
+    (e.g. the offline default) still load locally.
+    """
+    from ..serving.backends import describe, load_any
+    from ..serving.voice_service import register_all
+    from ..serving.voices import VoiceLibrary
+
+    library = VoiceLibrary(settings.voices_dir)
+    options = {"precision": settings.precision}  # shared with the manager: the UI's fast-mode switch changes it
+
+    def load_local(mid: str, progress):
+        return load_any(mid, progress, device=settings.device, precision=options["precision"],
+                        max_text_chars=settings.max_text_chars, voices_dir=settings.voices_dir)
+
+    def on_load(engine) -> None:
+        register_all(engine, library)
+
+    if not settings.engine_url:
+        model_id = default_model_id(settings.model_dir, settings.models_dir)
+        return ModelManager(model_id, loader=load_local, idle_unload_s=settings.idle_unload_s,
+                            concurrency=settings.concurrency, models_dir=settings.models_dir, on_load=on_load,
+                            load_options=options)
+
+    from ..serving.remote import RemoteEngine, describe_remote
+
+    url = settings.engine_url.rstrip("/")
+    key = settings.api_keys[0] if settings.api_keys else None
+
+    def loader(mid: str, progress):
+        if mid == url:
+            return RemoteEngine(url, api_key=key, max_text_chars=settings.max_text_chars, progress=progress)
+        return load_local(mid, progress)
+
+    def describe_model(mid: str):
+        return describe_remote(url, key) if mid == url else describe(mid)
+
+    return ModelManager(url, loader=loader, idle_unload_s=settings.idle_unload_s, concurrency=settings.concurrency,
+                        models_dir=None, on_load=on_load, describe_model=describe_model, load_options=options)
+
+
+def public_warning(settings: Settings) -> str | None:
+    if not settings.is_public:
+        return None
+    where = "a public share link" if settings.share else f"{settings.host}:{settings.port}"
+    lines = []
+    if not settings.auth:
+        lines.append(f"WARNING: the app is reachable through {where} without a password; anyone with the address "
+                     "can use it. Add --auth user:password.")
+    if not settings.api_keys:
+        lines.append(f"WARNING: the REST API refuses every request on {where} until you set --api-key KEY (or "
+                     "COSYVOICE_API_KEYS).")
+    return "\n".join(lines) or None
+
+
+def create_app(settings: Settings, manager: ModelManager | None = None, share: ShareStatus | None = None):
+    """The FastAPI app with the REST routes and the UI mounted at `/`."""
+    import gradio as gr
+    from fastapi import FastAPI
+
+    from ..ui.layout import build_ui
+    from ..ui.strings import i18n
+
+    check_mcp(settings)
+    manager = manager or create_manager(settings)
+    from ..api.routes import add_docs, add_routes
+
+    app = FastAPI(title="CosyVoice Studio API", docs_url=None, redoc_url=None)
+    app.state.manager = manager
+    app.state.settings = settings
+    service = add_routes(app, manager, settings)
+    add_docs(app)
+    output_dir = Path(settings.extra.get("output_dir", "outputs"))
+    from ..serving.voices import VoiceLibrary
+
+    demo = build_ui(manager, settings, output_dir=output_dir, voices=VoiceLibrary(settings.voices_dir), share=share,
+                    service=service)
+    auth = list(settings.auth) or None
+    app = gr.mount_gradio_app(app, demo, path="/", auth=auth, i18n=i18n(), allowed_paths=[str(output_dir)],
+                              max_file_size=f"{int(settings.max_upload_mb)}mb", footer_links=["api", "settings"],
+                              mcp_server=settings.mcp)
+    # Only launch() sets this; while it is False, Gradio skips its check that a file an event receives was
+    # uploaded to it, so a crafted request could make the app read any file on the server as "audio".
+    demo.has_launched = True
+    if settings.mcp:
+        from ..errors import ConfigError
+        from ..ui.api_tools import restrict_mcp_tools
+
+        if not demo.mcp_server:
+            raise ConfigError(f"--mcp: the MCP server could not start ({demo.mcp_error})")
+        restrict_mcp_tools(demo)
+    return app
+
+
+def check_mcp(settings: Settings) -> None:
+    """Refuse `--mcp` where it cannot work, before anything is built (raises ConfigError)."""
+    import importlib.util
+
+    from ..errors import ConfigError
+
+    if not settings.mcp:
+        return
+    if settings.auth:  # Gradio's MCP endpoint cannot log in: tools would be listed to anyone, calls refused
+        raise ConfigError("--mcp cannot be combined with --auth: MCP clients cannot log in to the app. Serve MCP "
+                          "from a separate instance without --auth, reachable only where you trust every client "
+                          "(the default --host 127.0.0.1 keeps it on this machine)")
+    if importlib.util.find_spec("mcp") is None:
+        raise ConfigError("--mcp needs the `mcp` package, which is not installed: run pip install -r "
+                          "requirements.txt (or pip install mcp==1.30.0)")
+
+
+def start_share_tunnel(settings: Settings, status: ShareStatus) -> None:
+    """Open a *.gradio.live tunnel to the local server; on failure say why and keep serving locally."""
+    status.pending = True
+    try:
+        from gradio import networking
+
+        host = "127.0.0.1" if settings.host in ("0.0.0.0", "::") else settings.host
+        status.url = networking.setup_tunnel(host, settings.port, secrets.token_urlsafe(32), None, None)
+        print(f"Public link: {status.url}", file=sys.stderr)
+    except Exception as exc:  # download of the tunnel client, network, antivirus...
+        status.error = (f"Could not create the public share link ({type(exc).__name__}: {exc}). The app keeps "
+                        f"serving locally at http://{settings.host}:{settings.port}.")
+        print(status.error, file=sys.stderr)
+    finally:
+        status.pending = False
+        status.done.set()
+
+
+def serve(settings: Settings) -> int:
+    import uvicorn
+
+    if settings.threads:
+        import torch
+
+        torch.set_num_threads(settings.threads)
+    warning = public_warning(settings)
+    if warning:
+        print(warning, file=sys.stderr)
+    share = ShareStatus()
+    manager = create_manager(settings)
+    app = create_app(settings, manager, share)
+    config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level="warning")
+    server = uvicorn.Server(config)
+    if settings.share:
+        def after_start() -> None:
+            while not server.started and not server.should_exit:
+                time.sleep(0.1)
+            if server.started:
+                start_share_tunnel(settings, share)
+
+        threading.Thread(target=after_start, name="share-tunnel", daemon=True).start()
+    default = app.state.api.default_voice()
+    print(f"CosyVoice Studio on http://{settings.host}:{settings.port} (model: {Path(manager.model_id).name}, "
+          f"default voice: {default.id if default else 'none'})", file=sys.stderr)
+    if settings.mcp:
+        print(f"MCP tools (synthesize, list_voices, save_voice): http://{settings.host}:{settings.port}"
+              "/gradio_api/mcp/", file=sys.stderr)
+    try:
+        server.run()
+    finally:
+        manager.shutdown()
+    return 0
