@@ -23,6 +23,7 @@ and the KV/position reads are not in the floor (it is a lower bound).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import resource
@@ -198,8 +199,7 @@ def run(args: argparse.Namespace, scratch: Path) -> dict:
 
     tokens = offline[0][1].token_ids
     flow_flops, hift_flops = count_flops(engine, model_input, tokens, args.seed)
-    bf16_flow = engine.info.extras.get("flow") == "bf16 estimator"
-    bf16_hift = engine.info.extras.get("hift", "").startswith("bf16")
+    bf16_flow, bf16_hift = engine.info.precision.bf16_flow, engine.info.precision.bf16_hift
     floor = floor_estimate(machine, llm_bytes_per_token(engine.llm), len(tokens), flow_flops, hift_flops, bf16_flow,
                            bf16_hift)
     floor_rtf = floor["total_s"] / audio_s
@@ -244,7 +244,7 @@ def run(args: argparse.Namespace, scratch: Path) -> dict:
         "floor": floor,
         "flops_source": "torch.utils.flop_counter on this workload (flow and HiFT, one whole-utterance call each)",
         "machine": machine,
-        "engine": dict(engine.info.extras),
+        "engine": dataclasses.asdict(engine.info.precision),
         "model": {"folder": folder.name, "random_weights": random_weights, "tiny": bool(args.tiny)},
         "workload": workload.describe(),
         "torch": torch.__version__,

@@ -51,7 +51,7 @@ class Engine(ABC):
 
         `audio` is the stored (checked, trimmed) prompt and `cache_dir` the voice's folder, where a backend
         keeps the features it computed so the next load reads them instead. Registered ids are listed in
-        `info.extras["saved_voices"]`. Backends that cannot use saved voices keep this default, which raises
+        `info.saved_voices`. Backends that cannot use saved voices keep this default, which raises
         `InvalidRequest("voices_unsupported")`.
         """
         raise InvalidRequest("voices_unsupported", f"{self.info.name} cannot use saved voices; load a CosyVoice "

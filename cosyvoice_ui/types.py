@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -62,8 +62,8 @@ class SynthesisRequest:
         seed: makes the sampling reproducible; None draws a fresh seed.
         stream: yield audio segment by segment and chunk by chunk as it is produced.
         text_frontend: normalise and split text (turn off to feed the model raw text).
-        voice_match: for backends that only approximate a prompt's voice (EngineInfo.extras
-            ["voice_match"] == "approximate"): "quick" (seconds) or "refine" (a longer search).
+        voice_match: for backends that only approximate a prompt's voice (EngineInfo.voice_match ==
+            "approximate"): "quick" (seconds) or "refine" (a longer search).
     """
 
     mode: Mode
@@ -105,6 +105,28 @@ ProgressCallback = Callable[[ProgressEvent], None]
 
 
 @dataclass(frozen=True)
+class Precision:
+    """How a loaded model computes: "stock" (upstream's numbers) or "fast" (opt-in speed for accuracy),
+    and what each stage runs as. Backends without a precision switch report None in `EngineInfo`."""
+
+    mode: str = "stock"  # "stock" | "fast"
+    llm: str = "fp32"  # e.g. "fp32 (oneDNN packed, 96 linears, q/k/v fused)", "int8 dynamic (...)"
+    flow: str = "fp32"  # "fp32" | "bf16 estimator"
+    flow_attention: str = "sdpa"  # "sdpa" | "matmul" (bf16 estimator)
+    hift: str = "fp32"  # "fp32" | "bf16 convolutions (...)"
+    flow_steps: int | None = None  # Euler steps when not the yaml's
+    flow_prompt_seconds: float | None = None  # fast mode keeps only the prompt's last seconds in the flow
+
+    @property
+    def bf16_flow(self) -> bool:
+        return self.flow.startswith("bf16")
+
+    @property
+    def bf16_hift(self) -> bool:
+        return self.hift.startswith("bf16")
+
+
+@dataclass(frozen=True)
 class EngineInfo:
     """What a loaded backend can do; the UI and API adapt to this instead of checking types."""
 
@@ -117,10 +139,17 @@ class EngineInfo:
     streaming: bool = True
     instruct_examples: tuple[str, ...] = ()
     notes: str = ""  # shown to the user (e.g. what an approximate backend can and cannot do)
-    extras: dict = field(default_factory=dict)
     # The key of a localised `notes` (summary + details) in the UI's string tables (ui/strings.py);
     # empty: the UI shows `notes` as it is. REST clients keep reading the English `notes`.
     notes_key: str = ""
+    saved_voices: tuple[str, ...] = ()  # saved-voice ids registered with this engine (usable as `speaker`)
+    voice_match: str = "clone"  # "clone": real cloning; "approximate": a nearest-voice match (offline)
+    match_levels: tuple[str, ...] = ()  # approximate backends: the `voice_match` levels of a request
+    default_speaker: str = ""  # the backend's own default preset ("" = its first)
+    speaker_genders: tuple[tuple[str, str], ...] = ()  # (preset, "female" | "male") where the backend knows
+    languages: tuple[str, ...] = ()  # languages it speaks, where it is limited (empty: the model's own)
+    precision: Precision | None = None  # None: no precision switch (offline, remote)
+    backend: str = ""  # what runs it, e.g. "kokoro-82m-int8-onnx", "espeak-ng", "remote http://host:7860"
 
     def supports(self, mode: Mode) -> bool:
         return mode in self.modes

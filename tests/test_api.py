@@ -281,7 +281,7 @@ def test_saved_voice_lifecycle(sft) -> None:
     second = client.post("/v1/voices", json={"name": "Narrator", "audio": PROMPT_B64})
     assert second.json()["id"] == "narrator-2"  # same name, new id
     assert client.delete("/v1/voices/narrator").json()["deleted"] is True
-    assert "narrator" not in manager.loaded.info.extras["saved_voices"]
+    assert "narrator" not in manager.loaded.info.saved_voices
     assert error_of(client.delete("/v1/voices/narrator")) == (404, "voice_not_found")
     assert error_of(client.post("/tts", json={"text": "hi", "voice_id": "narrator"})) == (422, "voice_unknown")
     client.delete("/v1/voices/narrator-2")

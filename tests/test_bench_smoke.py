@@ -26,7 +26,7 @@ def test_tiny_benchmark_reports_every_key() -> None:
     result = _bench()
     for key in NUMBERS:
         assert isinstance(result[key], float) and result[key] > 0, key
-    assert result["precision"] == "stock" and result["engine"]["precision"] == "stock"
+    assert result["precision"] == "stock" and result["engine"]["mode"] == "stock"
     assert result["prompt_cache_hit"] is True  # the same voice twice skips the frontend
     assert result["tokens"] == 60 and result["model"]["tiny"] is True
     for stage in ("llm_prefill_s", "llm_decode_s", "flow_s", "hift_s", "total_s"):

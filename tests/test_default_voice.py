@@ -35,8 +35,8 @@ V1_SFT = EngineInfo("CosyVoice-300M-SFT", "v1", 22050, (Mode.SFT, Mode.ZERO_SHOT
 V1_BASE = EngineInfo("CosyVoice-300M", "v1", 22050, (Mode.ZERO_SHOT, Mode.CROSS_LINGUAL, Mode.VC))
 OFFLINE = EngineInfo("Offline", "offline", 24000, (Mode.SFT, Mode.ZERO_SHOT, Mode.CROSS_LINGUAL),
                      speakers=("jf_gongitsune", "af_heart", "jm_kumo", "blend_x"),
-                     extras={"default_speaker": "jf_gongitsune",
-                             "stock_gender": {"jf_gongitsune": "female", "af_heart": "female", "jm_kumo": "male"}})
+                     default_speaker="jf_gongitsune",
+                     speaker_genders=(("af_heart", "female"), ("jf_gongitsune", "female"), ("jm_kumo", "male")))
 
 
 # --- resolver ------------------------------------------------------------------------------------------

@@ -22,11 +22,11 @@ def fast_engine(tiny_base: Path):
 
 
 def test_fast_engine_says_what_it_changed(fast_engine) -> None:
-    extras = fast_engine.info.extras
-    assert extras["precision"] == "fast"
-    assert extras["llm"].startswith("int8") and extras["flow_steps"] == "4"
-    assert extras["flow_prompt_seconds"] == "3"
-    assert extras["hift"].startswith("bf16" if extras["flow"] == "bf16 estimator" else "fp32")
+    precision = fast_engine.info.precision
+    assert precision.mode == "fast"
+    assert precision.llm.startswith("int8") and precision.flow_steps == 4
+    assert precision.flow_prompt_seconds == 3.0
+    assert precision.bf16_hift == precision.bf16_flow  # both follow the CPU's native bf16
     assert fast_engine.n_timesteps == 4 and fast_engine.flow_prompt_seconds == 3.0
 
 
@@ -39,10 +39,10 @@ def test_fast_engine_synthesises_plausible_audio(fast_engine) -> None:
 
 def test_stock_engine_is_stock_and_explicit_steps_win(tiny_base: Path) -> None:
     stock = load_engine(tiny_base, device="cpu")
-    assert stock.info.extras["precision"] == "stock" and stock.flow_prompt_seconds is None
+    assert stock.info.precision.mode == "stock" and stock.flow_prompt_seconds is None
     assert stock.n_timesteps is None  # the yaml's 10
     fast3 = load_engine(tiny_base, device="cpu", precision="fast", n_timesteps=3)
-    assert fast3.n_timesteps == 3 and fast3.info.extras["flow_steps"] == "3"
+    assert fast3.n_timesteps == 3 and fast3.info.precision.flow_steps == 3
 
 
 def test_unknown_precision_is_a_config_error(tiny_base: Path) -> None:

@@ -138,7 +138,7 @@ def test_engine_computes_features_once_then_reads_them(engine, tiny_sft: Path, t
     monkeypatch.setattr(fresh, "encode_voice", no_encoding)
     fresh.register_voice(voice.id, library.audio(voice.id), voice.transcript, library.path(voice.id))
     second, transcript = fresh.saved_voices["clone"]
-    assert transcript == TRANSCRIPT and "clone" in fresh.info.extras["saved_voices"]
+    assert transcript == TRANSCRIPT and "clone" in fresh.info.saved_voices
     assert torch.equal(first.speech_tokens, second.speech_tokens) and torch.equal(first.mel, second.mel)
 
     # the saved voice speaks like its recording does (same features → same audio for the same seed)
@@ -196,7 +196,7 @@ def test_manager_registers_library_voices_on_every_load(tiny_sft: Path, tmp_path
     manager: ModelManager = create_manager(Settings(model_dir=tiny_sft, voices_dir=tmp_path / "voices",
                                                     device="cpu", idle_unload_s=0))
     with manager.job() as loaded:
-        assert set(loaded.info.extras["saved_voices"]) == {"anna", "ben"}
+        assert set(loaded.info.saved_voices) == {"anna", "ben"}
     assert manager.unload()
     with manager.job() as reloaded:
-        assert set(reloaded.info.extras["saved_voices"]) == {"anna", "ben"}
+        assert set(reloaded.info.saved_voices) == {"anna", "ben"}

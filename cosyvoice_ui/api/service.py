@@ -331,4 +331,4 @@ class ApiService:
         engine = self.manager.loaded
         if engine is None:  # registered again from the stored features on the next load
             return any(self.library.path(voice_id).glob("features-*"))
-        return voice_id in engine.info.extras.get("saved_voices", ())
+        return voice_id in engine.info.saved_voices

@@ -26,7 +26,7 @@ from .frontend.inputs import ModelInput, assemble, has_language_tag, language_ta
 from .frontend.prompt import PromptEncoder, PromptFeatures
 from .models.speed import trim_flow_prompt
 from .streaming import FlowPrompt, TokenToWave, stream_tokens
-from ..types import Audio, AudioChunk, EngineInfo, Mode, ProgressCallback, SynthesisRequest
+from ..types import Audio, AudioChunk, EngineInfo, Mode, Precision, ProgressCallback, SynthesisRequest
 from ..validation import check_request
 
 log = logging.getLogger(__name__)
@@ -48,8 +48,7 @@ class CosyVoiceEngine(Engine):
     """
 
     def __init__(self, folder: ModelFolder, parts: dict, device: str, max_text_chars: int = 5000,
-                 n_timesteps: int | None = None, precision: str = "stock",
-                 flow_prompt_seconds: float | None = None, precision_info: dict[str, str] | None = None) -> None:
+                 precision: Precision | None = None) -> None:
         self.folder = folder
         self.device = torch.device(device)
         self.llm = parts["llm"]
@@ -61,12 +60,12 @@ class CosyVoiceEngine(Engine):
         self.sampler = parts["sampler"]
         self.config = parts["config"]
         self.max_text_chars = max_text_chars
-        self.n_timesteps = n_timesteps
-        self.precision = precision
-        self.flow_prompt_seconds = flow_prompt_seconds  # fast mode: keep only the prompt's last seconds in the flow
+        self.precision = precision or Precision()
+        self.n_timesteps = self.precision.flow_steps  # None: the yaml's
+        self.flow_prompt_seconds = self.precision.flow_prompt_seconds  # fast mode: the prompt's last seconds only
         self.streaming_spec = folder.family.streaming  # chunk schedule; parity uses families.UPSTREAM_STREAMING_V1
         self.saved_voices: dict[str, tuple[PromptFeatures, str]] = {}
-        self._info = folder_info(folder, tuple(self.spk2info), str(self.device), precision, precision_info)
+        self._info = folder_info(folder, tuple(self.spk2info), str(self.device), self.precision)
 
     # --- interface ------------------------------------------------------------------------------
 
@@ -286,7 +285,7 @@ class CosyVoiceEngine(Engine):
 
 
 def folder_info(folder: ModelFolder, speakers: tuple[str, ...], device: str = "cpu",
-                precision: str = "stock", precision_info: dict[str, str] | None = None) -> EngineInfo:
+                precision: Precision | None = None) -> EngineInfo:
     """What a v1 folder can do; cheap (no weights needed), so the UI can show it before loading."""
     return EngineInfo(
         name=folder.name,
@@ -298,15 +297,14 @@ def folder_info(folder: ModelFolder, speakers: tuple[str, ...], device: str = "c
         streaming=True,
         instruct_examples=INSTRUCT_EXAMPLES_V1 if folder.instruct else (),
         notes="",
-        # "precision" names the active mode; fast mode adds what it changed (llm, flow, flow_steps, ...).
-        extras={**(precision_info or {}), "precision": precision},
+        precision=precision or Precision(),
     )
 
 
 def _with_voices(info: EngineInfo, voices: tuple[str, ...]) -> EngineInfo:
     from dataclasses import replace
 
-    return replace(info, extras={**info.extras, "saved_voices": voices})
+    return replace(info, saved_voices=voices)
 
 
 def load_engine(model_dir: str | Path | None, device: str = "auto", progress: ProgressCallback | None = None,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -85,13 +86,9 @@ def load_cosyvoice(model_dir: Path, device: str = "auto", progress: ProgressCall
     report(progress, "load", 0.70, "loading hift.pt")
     hift = load_hift(config.hift, read_state_dict(folder.path / "hift.pt")).to(device)
     fast = fast or FastSettings()
-    precision_info = apply_precision(llm, flow, precision, device, fast, hift=hift)
-    flow_prompt_seconds = None
-    if precision == "fast":
-        n_timesteps = n_timesteps or fast.n_timesteps
-        flow_prompt_seconds = fast.flow_prompt_seconds
-    if n_timesteps is not None:
-        precision_info["flow_steps"] = str(n_timesteps)
+    applied = apply_precision(llm, flow, precision, device, fast, hift=hift)
+    if n_timesteps is not None:  # an explicit step count wins over either mode's
+        applied = replace(applied, flow_steps=n_timesteps)
     report(progress, "load", 0.80, "loading speaker encoder and speech tokenizer (ONNX)")
     onnx_threads = max(1, min(2, threads or torch.get_num_threads()))
     use_cuda = device.startswith("cuda")
@@ -107,9 +104,7 @@ def load_cosyvoice(model_dir: Path, device: str = "auto", progress: ProgressCall
         "llm": llm, "flow": flow, "hift": hift, "tokenizer": tokenizer, "prompt_encoder": prompt_encoder,
         "spk2info": spk2info, "config": config, "sampler": RasSampler.from_config(config.llm.sampling),
     }
-    engine = CosyVoiceEngine(folder, parts, device, max_text_chars=max_text_chars, n_timesteps=n_timesteps,
-                             precision=precision, flow_prompt_seconds=flow_prompt_seconds,
-                             precision_info=precision_info)
+    engine = CosyVoiceEngine(folder, parts, device, max_text_chars=max_text_chars, precision=applied)
     elapsed = time.perf_counter() - started
     report(progress, "load", 1.0, f"{folder.name} loaded in {elapsed:.1f} s")
     log.info("loaded %s (%s) on %s in %.1f s", folder.name, folder.family.title, device, elapsed)

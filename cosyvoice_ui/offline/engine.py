@@ -51,7 +51,7 @@ OFFLINE_NOTES = (
 )
 
 
-def offline_info(speakers: tuple[str, ...], saved: tuple[str, ...] = (), style_voices: tuple[str, ...] = ()) -> EngineInfo:
+def offline_info(speakers: tuple[str, ...], saved: tuple[str, ...] = ()) -> EngineInfo:
     """What the offline backend can do; cheap, so the UI can show it before the model loads."""
     return EngineInfo(
         name=ENGINE_NAME,
@@ -63,16 +63,13 @@ def offline_info(speakers: tuple[str, ...], saved: tuple[str, ...] = (), style_v
         streaming=True,
         notes=OFFLINE_NOTES,
         notes_key="notes_offline",  # the UI's zh/en version (summary line + details), see ui/strings.py
-        extras={
-            "backend": "kokoro-82m-int8-onnx",
-            "default_speaker": speakers[0] if speakers else "",
-            "languages": ("en", "zh"),
-            "voice_match": "approximate",
-            "match_levels": MATCH_LEVELS,
-            "saved_voices": saved,  # library voices registered with this engine (the app-wide convention)
-            "style_voices": style_voices,  # styles saved by name with `save_voice`
-            "stock_gender": dict(STOCK_GENDER),
-        },
+        backend="kokoro-82m-int8-onnx",
+        default_speaker=speakers[0] if speakers else "",
+        languages=("en", "zh"),
+        voice_match="approximate",
+        match_levels=MATCH_LEVELS,
+        saved_voices=saved,  # library voices registered with this engine
+        speaker_genders=tuple(sorted(STOCK_GENDER.items())),
     )
 
 
@@ -127,7 +124,7 @@ class OfflineEngine(Engine):
     @property
     def info(self) -> EngineInfo:
         # Rebuilt on each call: saved voices come and go while the engine runs.
-        return offline_info(self.speakers.names(), tuple(self.speakers.library), tuple(self.speakers.store.names()))
+        return offline_info(self.speakers.names(), tuple(self.speakers.library))
 
     def check(self, request: SynthesisRequest) -> None:
         check_mode(request.mode, self.MODES, "offline Kokoro")

@@ -56,7 +56,7 @@ def describe_fallback() -> EngineInfo:
         streaming=True,
         notes=FALLBACK_NOTES,
         notes_key="notes_fallback",  # the UI's zh/en version, see ui/strings.py
-        extras={"backend": "espeak-ng", "default_speaker": next(iter(SPEAKERS)), "languages": ("en", "zh")},
+        backend="espeak-ng", default_speaker=next(iter(SPEAKERS)), languages=("en", "zh"),
     )
 
 

@@ -104,7 +104,7 @@ class VoiceResolver:
         if info is None:
             return None
         if info.speakers:
-            preferred = info.extras.get("default_speaker")
+            preferred = info.default_speaker
             return VoiceRef("preset", preferred if preferred in info.speakers else info.speakers[0])
         if any(mode in info.modes for mode in CLONE_MODES) and builtin_available():
             return replace(BUILTIN, transcript=builtin_transcript())
@@ -166,7 +166,7 @@ class VoiceResolver:
 
     def ensure(self, engine: Engine, ref: VoiceRef | None) -> None:
         """Register a saved or built-in voice with `engine` unless it already knows it."""
-        if ref is None or ref.is_preset or ref.id in engine.info.extras.get("saved_voices", ()):
+        if ref is None or ref.is_preset or ref.id in engine.info.saved_voices:
             return
         if ref.kind == "builtin":
             self.builtin_dir.mkdir(parents=True, exist_ok=True)

@@ -92,7 +92,7 @@ def info_from_models(payload: dict, url: str) -> EngineInfo:
             modes=tuple(Mode.parse(m) for m in model["modes"]), speakers=tuple(model.get("speakers", ())),
             device=f"remote {model.get('device', '?')}", streaming=bool(model.get("streaming", True)),
             instruct_examples=tuple(model.get("instruct_examples", ())), notes=str(model.get("notes", "")),
-            extras={"engine_url": url, "remote_voices": tuple(model.get("saved_voices", ()))})
+            backend=f"remote {url}")
     except (KeyError, IndexError, TypeError, ValueError) as exc:
         raise RemoteError(f"{url} did not answer /v1/models like a CosyVoice Studio instance ({exc}); check "
                           "--engine-url") from exc
@@ -122,7 +122,9 @@ class RemoteEngine(Engine):
         self._lock = threading.Lock()
         report(progress, "load", 0.1, f"connecting to {self.url}")
         try:
-            self._info = info_from_models(_request(self._client, "GET", f"{self.url}/v1/models").json(), self.url)
+            payload = _request(self._client, "GET", f"{self.url}/v1/models").json()
+            self._info = info_from_models(payload, self.url)
+            self._remote_voices = tuple(payload["data"][0].get("saved_voices", ()))  # voices saved over there
         except BaseException:
             self._client.close()
             raise
@@ -187,12 +189,12 @@ class RemoteEngine(Engine):
         """Keep the prompt here; it is sent with each request that uses the voice."""
         with self._lock:
             self._voices[voice_id] = (audio, transcript)
-            self._info = replace(self._info, extras={**self._info.extras, "saved_voices": tuple(self._voices)})
+            self._info = replace(self._info, saved_voices=tuple(self._voices))
 
     def unregister_voice(self, voice_id: str) -> None:
         with self._lock:
             self._voices.pop(voice_id, None)
-            self._info = replace(self._info, extras={**self._info.extras, "saved_voices": tuple(self._voices)})
+            self._info = replace(self._info, saved_voices=tuple(self._voices))
 
     def close(self) -> None:
         self._client.close()
@@ -200,12 +202,12 @@ class RemoteEngine(Engine):
     # --- internals --------------------------------------------------------------------------------------
 
     def _known_voices(self, speaker: str | None) -> tuple[str, ...]:
-        remote = tuple(self._info.extras.get("remote_voices", ()))
+        remote = self._remote_voices
         if speaker and speaker not in self._voices and speaker not in remote:
             try:  # saved on the remote since we connected?
                 listing = _request(self._client, "GET", f"{self.url}/v1/voices").json()
                 remote = tuple(v["id"] for v in listing.get("data", ()))
-                self._info = replace(self._info, extras={**self._info.extras, "remote_voices": remote})
+                self._remote_voices = remote
             except (CosyVoiceError, KeyError, TypeError, ValueError):
                 log.debug("could not refresh the remote's voices", exc_info=True)
         return tuple(self._voices) + remote

@@ -40,7 +40,7 @@ _ENGLISH_MARKS = ("英", "english", "en_", "en-")
 
 def speaker_gender(name: str, info: EngineInfo) -> str | None:
     """'female' / 'male' / None for a preset, from the backend's own table or the name itself."""
-    table = info.extras.get("speaker_gender") or info.extras.get("stock_gender") or {}
+    table = dict(info.speaker_genders)
     if name in table:
         return str(table[name])
     lowered = name.lower()

@@ -44,7 +44,7 @@ SFT_EXAMPLES = [  # text only: the speaker list depends on the loaded model
 
 def approximate(info: "EngineInfo | None") -> bool:
     """Backends that only approximate a prompt's voice offer a quick/refine switch."""
-    return bool(info and info.extras.get("voice_match") == "approximate")
+    return bool(info and info.voice_match == "approximate")
 
 
 def _example_label(text: str, extra: object) -> str:
@@ -88,7 +88,7 @@ def build_ui(manager: "ModelManager", settings: "Settings", output_dir: "Path | 
 
     def precision_switchable(current: "EngineInfo | None") -> bool:
         """Local CosyVoice models can reload in fast mode; remote and offline backends cannot."""
-        return bool(current and "precision" in current.extras and not settings.engine_url)
+        return bool(current and current.precision is not None)
 
     handlers = Handlers(manager, settings, output_dir or Path("outputs"), voices=voices)
 

@@ -119,13 +119,13 @@ def test_trim_flow_prompt_keeps_the_tail_and_the_ratio() -> None:
 def test_apply_precision_reports_what_it_did(modules) -> None:
     llm, flow, _, _ = modules
     stock = apply_precision(llm, flow, "stock", "cpu")
-    assert stock["precision"] == "stock" and stock["llm"].startswith("fp32 (")
+    assert stock.mode == "stock" and stock.llm.startswith("fp32 (") and stock.flow_steps is None
     with pytest.raises(ValueError, match="stock"):
         apply_precision(llm, flow, "turbo", "cpu")
     llm2, flow2, _, _ = build_v1_modules(v1_yaml(TinyDims()), seed=5)
     fast = apply_precision(llm2, flow2, "fast", "cpu", FastSettings(bf16_estimator=False))
-    assert fast["precision"] == "fast" and fast["llm"].startswith("int8") and fast["flow"] == "fp32"
-    assert fast["flow_steps"] == "4"
+    assert fast.mode == "fast" and fast.llm.startswith("int8") and fast.flow == "fp32" and not fast.bf16_flow
+    assert fast.flow_steps == 4 and fast.flow_prompt_seconds == 3.0
 
 
 def test_fused_qkv_keeps_the_llm_numbers_and_tokens(modules) -> None:
@@ -181,5 +181,5 @@ def test_bf16_estimator_matmul_attention_matches_its_sdpa_path(modules) -> None:
 def test_fast_precision_reports_the_vocoder(modules) -> None:
     llm, flow, hift, _ = modules
     done = apply_precision(llm, flow, "fast", "cpu", FastSettings(bf16_hift=False), hift=hift)
-    assert done["hift"] == "fp32" and hift.decode_dtype == torch.float32
-    assert "q/k/v fused" in done["llm"]
+    assert done.hift == "fp32" and not done.bf16_hift and hift.decode_dtype == torch.float32
+    assert "q/k/v fused" in done.llm

@@ -57,7 +57,7 @@ def test_info(fake_engine: OfflineEngine) -> None:
     assert info.modes == (Mode.SFT, Mode.ZERO_SHOT, Mode.CROSS_LINGUAL)
     assert not info.supports(Mode.INSTRUCT) and not info.supports(Mode.VC)
     assert info.speakers[:5] == STOCK
-    assert info.extras["default_speaker"] == "jf_gongitsune"
+    assert info.default_speaker == "jf_gongitsune"
     assert any(s.startswith("blend_") for s in info.speakers)
     for phrase in ("gender", "pitch", "timbre", "CosyVoice"):
         assert phrase in info.notes
@@ -231,7 +231,7 @@ def test_library_voices_register_once_and_become_speakers(fake_engine: OfflineEn
     assert matcher.calls == ["quick"]
     assert (library.path(voice.id) / LIBRARY_STYLE_FILE).is_file()
     info = fake_engine.info
-    assert voice.id in info.speakers and info.extras["saved_voices"] == (voice.id,)
+    assert voice.id in info.speakers and info.saved_voices == (voice.id,)
     for request in (
         sft(speaker=voice.id),
         SynthesisRequest(mode=Mode.CROSS_LINGUAL, text="Hello there.", speaker=voice.id),

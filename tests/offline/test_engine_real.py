@@ -34,7 +34,7 @@ MAX_WER = 0.7
 
 
 def render(engine: OfflineEngine, text: str, **kw: object) -> np.ndarray:
-    kw.setdefault("speaker", engine.info.extras["default_speaker"])
+    kw.setdefault("speaker", engine.info.default_speaker)
     kw.setdefault("mode", Mode.SFT)
     chunks = list(engine.synthesize(SynthesisRequest(text=text, **kw)))  # type: ignore[arg-type]
     return np.concatenate([c.samples for c in chunks])

@@ -31,6 +31,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from ...types import Precision
+
 log = logging.getLogger(__name__)
 
 PRECISIONS = ("stock", "fast")
@@ -216,17 +218,16 @@ def bf16_hift_decoder(hift: nn.Module) -> None:
 
 
 def apply_precision(llm: nn.Module, flow: nn.Module, precision: str, device: str,
-                    fast: FastSettings | None = None, hift: nn.Module | None = None) -> dict[str, str]:
-    """Apply `precision` to loaded models in place; returns what was done (for `EngineInfo.extras`).
+                    fast: FastSettings | None = None, hift: nn.Module | None = None) -> Precision:
+    """Apply `precision` to loaded models in place; returns what was done (for `EngineInfo.precision`).
     `hift` is only changed by fast precision (and left alone when None)."""
     if precision not in PRECISIONS:
         raise ValueError(f"unknown precision {precision!r}; choose one of {PRECISIONS}")
-    done: dict[str, str] = {"precision": precision}
+    done: dict[str, object] = {"mode": precision}
     on_cpu = device == "cpu"
     if precision == "stock":
         done["llm"] = speed_up_llm(llm, device)
-        done["flow"] = "fp32"
-        return done
+        return Precision(**done)
     fast = fast or FastSettings()
     if fast.int8_llm and on_cpu:
         # spk_embed_affine_layer's weight is read directly (its dtype/device), so it stays a float Linear.
@@ -247,10 +248,11 @@ def apply_precision(llm: nn.Module, flow: nn.Module, precision: str, device: str
             done["hift"] = "bf16 convolutions (f0, source, STFT fp32)"
         else:
             done["hift"] = "fp32"
-    done["flow_steps"] = str(fast.n_timesteps)
-    done["flow_prompt_seconds"] = f"{fast.flow_prompt_seconds:g}"
-    log.info("fast precision: %s", done)
-    return done
+    done["flow_steps"] = fast.n_timesteps
+    done["flow_prompt_seconds"] = fast.flow_prompt_seconds
+    record = Precision(**done)
+    log.info("fast precision: %s", record)
+    return record
 
 
 def trim_flow_prompt(tokens: torch.Tensor, mel: torch.Tensor, seconds: float,
