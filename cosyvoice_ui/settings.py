@@ -41,10 +41,29 @@ class Settings:
     def with_(self, **changes: object) -> Settings:
         return replace(self, **changes)
 
+    def load_options(self) -> LoadOptions:
+        return LoadOptions(device=self.device, precision=self.precision, max_text_chars=self.max_text_chars,
+                           threads=self.threads, voices_dir=self.voices_dir)
+
     @property
     def is_public(self) -> bool:
         """True when reachable beyond this machine: a shared link or a non-loopback bind."""
         return self.share or self.host not in ("127.0.0.1", "localhost", "::1")
+
+
+@dataclass(frozen=True)
+class LoadOptions:
+    """How a backend loads a model; the manager holds one and replaces it (never mutates it) when the UI's
+    fast-mode switch changes the precision."""
+
+    device: str = "auto"  # auto | cpu | cuda
+    precision: str = "stock"  # stock | fast
+    max_text_chars: int = 5000
+    threads: int | None = None  # torch intra-op threads of the ONNX frontends; None = torch's
+    voices_dir: Path | None = None  # where the offline voice keeps its match cache
+
+    def with_(self, **changes: object) -> LoadOptions:
+        return replace(self, **changes)
 
 
 def resolve_device(device: str) -> str:

@@ -84,7 +84,7 @@ def fake_client(tmp_path: Path, engine: Engine | None = None, **settings) -> tup
     engine = engine or FakeEngine()
     options = {"voices_dir": tmp_path / "voices", "idle_unload_s": 0, **settings}
     config = Settings(**options)
-    manager = ModelManager("fake", loader=lambda mid, progress: engine, idle_unload_s=0,
+    manager = ModelManager("fake", loader=lambda mid, options, progress: engine, idle_unload_s=0,
                            describe_model=lambda mid: engine.info)
     app = FastAPI(docs_url=None)
     add_routes(app, manager, config)
@@ -433,7 +433,7 @@ def test_queue_full_and_model_load_failure(tmp_path: Path) -> None:
     full, _, _ = fake_client(tmp_path, queue_size=0)
     assert error_of(full.post("/tts", json={"text": "hi", "speaker": "alice"})) == (503, "queue_full")
 
-    def broken(mid, progress):
+    def broken(mid, options, progress):
         raise ConfigError("llm.pt is missing; download the model again")
 
     manager = ModelManager("fake", loader=broken, idle_unload_s=0, describe_model=lambda mid: FakeEngine().info)

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from cosyvoice_ui.errors import Cancelled
-from cosyvoice_ui.serving.backends import load_any
 from cosyvoice_ui.serving.manager import ModelManager
+from cosyvoice_ui.settings import LoadOptions
 from cosyvoice_ui.serving.memory import rss_mb
 from cosyvoice_ui.testing.fakes import FakeEngine
 from cosyvoice_ui.types import Mode, SynthesisRequest
@@ -19,7 +19,7 @@ from cosyvoice_ui.types import Mode, SynthesisRequest
 def fake_manager(idle: float = 0.0, concurrency: int = 1, **engine_options):
     made: list[FakeEngine] = []
 
-    def loader(model_id, progress):
+    def loader(model_id, options, progress):
         engine = FakeEngine(**engine_options)
         made.append(engine)
         return engine
@@ -108,7 +108,7 @@ def test_queue_is_fifo_with_positions_and_cancel() -> None:
     second = threading.Thread(target=queued)
     second.start()
     time.sleep(0.5)
-    assert manager.status()["queued"] == 1 and positions and positions[-1] == 0
+    assert manager.status().queued == 1 and positions and positions[-1] == 0
     cancel.set()
     second.join(5)
     assert outcome == ["cancelled"], "Stop leaves the queue without running"
@@ -131,7 +131,7 @@ def test_memory_returns_near_baseline_after_unload(tmp_path: Path) -> None:
     dims = TinyDims(llm_dim=384, llm_ff=1536, llm_heads=6, llm_blocks=6, text_encoder_blocks=2, flow_dim=192,
                     flow_ff=768, flow_heads=4, decoder_channels=128, decoder_head_dim=32, decoder_heads=4)
     folder = write_tiny_model(tmp_path / "medium", dims=dims, sft=True)
-    manager = ModelManager(str(folder), loader=lambda mid, p: load_any(mid, p, device="cpu"), idle_unload_s=0)
+    manager = ModelManager(str(folder), load_options=LoadOptions(device="cpu"), idle_unload_s=0)
     before = rss_mb()
     say(manager, "memory test", speaker="英文女")
     loaded = rss_mb()

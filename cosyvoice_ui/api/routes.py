@@ -240,7 +240,7 @@ def add_routes(app, manager: ModelManager, settings: Settings, service: ApiServi
     def models():
         info = manager.info()
         if info is None:
-            raise ApiError(503, "model_unavailable", f"the model cannot be read: {manager.status()['error']}")
+            raise ApiError(503, "model_unavailable", f"the model cannot be read: {manager.status().error}")
         loaded = manager.loaded is not None
         return ModelList(data=[ModelRecord(
             id=info.name, name=info.name, family=info.family, sample_rate=info.sample_rate,
@@ -253,11 +253,12 @@ def add_routes(app, manager: ModelManager, settings: Settings, service: ApiServi
     def health():
         status = manager.status()
         return {
-            "status": "error" if status["state"] == "error" else "ok",
-            "model": {k: status[k] for k in ("state", "model", "device", "error", "load_fraction", "load_message")},
-            "queue": {"running": status["running"], "queued": status["queued"], "limit": settings.queue_size},
-            "memory": {"rss_mb": status["rss_mb"], "baseline_rss_mb": status["baseline_rss_mb"], **_gpu_memory()},
-            "idle_unload_s": status["idle_unload_s"],
+            "status": "error" if status.state == "error" else "ok",
+            "model": {k: getattr(status, k) for k in ("state", "model", "device", "error", "load_fraction",
+                                                      "load_message")},
+            "queue": {"running": status.running, "queued": status.queued, "limit": settings.queue_size},
+            "memory": {"rss_mb": status.rss_mb, "baseline_rss_mb": status.baseline_rss_mb, **_gpu_memory()},
+            "idle_unload_s": status.idle_unload_s,
             "default_voice": _ref_dict(service.default_voice()),
             "api_key_required": bool(guard.keys) or guard.refuses_all,
             "engine_url": settings.engine_url,

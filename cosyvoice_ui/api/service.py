@@ -300,7 +300,7 @@ class ApiService:
         self.cache.put(self.cache_key(job), samples, sample_rate, int(job.request.seed))
 
     def _check_queue(self) -> None:
-        queued = self.manager.status()["queued"]
+        queued = self.manager.status().queued
         if queued >= self.settings.queue_size:
             raise ApiError(503, "queue_full", f"{queued} jobs are waiting already; retry shortly",
                            {"Retry-After": "5"})

@@ -114,8 +114,11 @@ def _load(args, progress):
         return RemoteEngine(args.engine_url, api_key=key, progress=progress)
     from ..serving.backends import open_engine
 
-    return open_engine(args.model_dir, Path("pretrained_models"), device=args.device,
-                       precision=getattr(args, "precision", "stock"), progress=progress)
+    from ..settings import LoadOptions
+
+    options = LoadOptions(device=args.device, precision=getattr(args, "precision", "stock"),
+                          voices_dir=getattr(args, "voices_dir", None))
+    return open_engine(args.model_dir, Path("pretrained_models"), options, progress)
 
 
 def _use_voice(engine, args) -> None:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..engine import Engine
+from ..settings import LoadOptions
 from ..types import EngineInfo, ProgressCallback
 
 OFFLINE_ID = "offline-default"
@@ -40,16 +41,17 @@ def default_model_id(model_dir: Path | None, models_dir: Path) -> str:
     return str(found[0]) if found else OFFLINE_ID
 
 
-def load_any(model_id: str, progress: ProgressCallback | None = None, device: str = "auto", **options) -> Engine:
+def load_any(model_id: str, options: LoadOptions | None = None, progress: ProgressCallback | None = None) -> Engine:
     """Load a CosyVoice folder or, for OFFLINE_ID, the embedded offline default."""
+    options = options or LoadOptions()
     if model_id == OFFLINE_ID:
         from ..offline import load_default_engine
 
-        return load_default_engine(device=device, progress=progress, voices_dir=options.get("voices_dir"))
+        return load_default_engine(device=options.device, progress=progress, voices_dir=options.voices_dir)
     from ..cosyvoice.engine import load_engine
 
-    options.pop("voices_dir", None)
-    return load_engine(model_id, device=device, progress=progress, **options)
+    return load_engine(model_id, device=options.device, progress=progress, precision=options.precision,
+                       max_text_chars=options.max_text_chars, threads=options.threads)
 
 
 def describe(model_id: str) -> EngineInfo:
@@ -63,7 +65,7 @@ def describe(model_id: str) -> EngineInfo:
     return describe_cosyvoice(Path(model_id))
 
 
-def open_engine(model_dir: Path | None, models_dir: Path, device: str = "auto", precision: str = "stock",
+def open_engine(model_dir: Path | None, models_dir: Path, options: LoadOptions | None = None,
                 progress: ProgressCallback | None = None) -> Engine:
     """Load the engine a CLI invocation asked for (or the default one)."""
-    return load_any(default_model_id(model_dir, models_dir), progress, device=device, precision=precision)
+    return load_any(default_model_id(model_dir, models_dir), options, progress)

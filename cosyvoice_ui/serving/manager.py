@@ -12,17 +12,38 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..engine import Engine
 from ..errors import Cancelled, ConfigError, CosyVoiceError
+from ..settings import LoadOptions
 from ..types import EngineInfo, ProgressCallback, ProgressEvent
 from .backends import ModelChoice, describe, load_any, model_choices
 from .memory import release_memory, rss_mb
 
 log = logging.getLogger(__name__)
 
-Loader = Callable[[str, ProgressCallback | None], Engine]
+Loader = Callable[[str, LoadOptions, ProgressCallback | None], Engine]  # (model id, options, progress)
+
+
+@dataclass(frozen=True)
+class ManagerStatus:
+    """What the UI's model panel and /health show about the model and the queue."""
+
+    state: str  # unloaded | loading | loaded | error
+    model_id: str
+    model: str  # display name
+    device: str | None
+    error: str
+    load_fraction: float
+    load_message: str
+    running: int
+    queued: int
+    rss_mb: float
+    baseline_rss_mb: float
+    idle_unload_s: float
+    idle_for_s: float
 
 
 class ModelManager:
@@ -35,13 +56,14 @@ class ModelManager:
                  concurrency: int = 1, models_dir: Path | None = None,
                  on_load: Callable[[Engine], None] | None = None,
                  describe_model: Callable[[str], EngineInfo] | None = None,
-                 load_options: dict | None = None) -> None:
-        """`on_load(engine)` runs after each load, before any job uses the engine (e.g. to register saved
+                 load_options: LoadOptions | None = None) -> None:
+        """`loader(model_id, options, progress)` builds an engine (default: `backends.load_any`);
+        `on_load(engine)` runs after each load, before any job uses the engine (e.g. to register saved
         voices); `describe_model(model_id)` replaces the default description of an unloaded model;
-        `load_options` is a dict the loader reads (e.g. {"precision": "fast"}), changed by `set_option`."""
-        self._loader = loader or (lambda mid, progress: load_any(mid, progress))
+        `load_options` go to the loader, replaced by `set_load_options`."""
+        self._loader = loader or load_any
         self._describe = describe_model or describe
-        self.load_options = load_options if load_options is not None else {}
+        self.load_options = load_options or LoadOptions()
         self._on_load = on_load
         self.model_id = model_id
         self.models_dir = models_dir
@@ -81,27 +103,18 @@ class ModelManager:
         with self._cond:
             return self._running > 0 or bool(self._waiting)
 
-    def status(self) -> dict:
+    def status(self) -> ManagerStatus:
         engine = self._engine
         info = engine.info if engine is not None else None
         with self._cond:
             queued = len(self._waiting)
             running = self._running
-        return {
-            "state": self._state,
-            "model_id": self.model_id,
-            "model": info.name if info else Path(self.model_id).name,
-            "device": info.device if info else None,
-            "error": self._error,
-            "load_fraction": self._load_progress.fraction,
-            "load_message": self._load_progress.message,
-            "running": running,
-            "queued": queued,
-            "rss_mb": round(rss_mb(), 1),
-            "baseline_rss_mb": round(self.baseline_rss_mb, 1),
-            "idle_unload_s": self.idle_unload_s,
-            "idle_for_s": round(time.monotonic() - self._last_used, 1),
-        }
+        return ManagerStatus(
+            state=self._state, model_id=self.model_id, model=info.name if info else Path(self.model_id).name,
+            device=info.device if info else None, error=self._error, load_fraction=self._load_progress.fraction,
+            load_message=self._load_progress.message, running=running, queued=queued, rss_mb=round(rss_mb(), 1),
+            baseline_rss_mb=round(self.baseline_rss_mb, 1), idle_unload_s=self.idle_unload_s,
+            idle_for_s=round(time.monotonic() - self._last_used, 1))
 
     def info(self) -> EngineInfo | None:
         """The loaded engine's info, else the model's static description (None if unreadable)."""
@@ -135,7 +148,7 @@ class ModelManager:
                     progress(event)
 
             try:
-                engine = self._loader(self.model_id, forward)
+                engine = self._loader(self.model_id, self.load_options, forward)
             except CosyVoiceError as exc:
                 self._state, self._error = "error", str(exc)
                 raise
@@ -164,15 +177,16 @@ class ModelManager:
             self.model_id = model_id
             self._state, self._error = "unloaded", ""
 
-    def set_option(self, key: str, value: object) -> bool:
-        """Change a load option (e.g. precision). The model is released after running jobs finish and
-        reloaded with the new option on the next request. Returns True if the option changed."""
-        if self.load_options.get(key) == value:
+    def set_load_options(self, **changes: object) -> bool:
+        """Change load options (e.g. precision="fast"). The model is released after running jobs finish and
+        reloaded with the new options on the next request. Returns True if anything changed."""
+        wanted = replace(self.load_options, **changes)
+        if wanted == self.load_options:
             return False
         with self._cond:
             while self._running or self._waiting:
                 self._cond.wait(0.5)
-            self.load_options[key] = value
+            self.load_options = wanted
             self._unload_locked()
         return True
 

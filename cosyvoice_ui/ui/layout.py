@@ -128,7 +128,7 @@ def build_ui(manager: "ModelManager", settings: "Settings", output_dir: "Path | 
             with gr.Row():
                 normalize = gr.Checkbox(value=True, label=t("normalize"))
                 fmt = gr.Dropdown(["wav", "mp3", "flac"], value="wav", label=t("format"))
-                fast = gr.Checkbox(value=manager.load_options.get("precision") == "fast", label=t("fast"),
+                fast = gr.Checkbox(value=manager.load_options.precision == "fast", label=t("fast"),
                                    visible=precision_switchable(info))
         history = gr.BrowserState([], storage_key="cosyvoice_history")
         # The browser's language, filled in on page load: error messages follow it (labels use gr.I18n).
@@ -322,7 +322,7 @@ def build_ui(manager: "ModelManager", settings: "Settings", output_dir: "Path | 
         demo.load(refresh_voices, outputs=saved_dropdowns, queue=False, api_visibility="private")
 
         def switch_precision(enabled: bool, lang: str):
-            if manager.set_option("precision", "fast" if enabled else "stock"):
+            if manager.set_load_options(precision="fast" if enabled else "stock"):
                 gr.Info(strings.label("precision_switched", strings.language_of(lang)))
 
         fast.change(switch_precision, inputs=[fast, browser_lang], api_visibility="private")

@@ -37,25 +37,25 @@ def _lang(request) -> str:
 def state_markdown(manager: ModelManager, lang: str = "en") -> str:
     """One line: the model, its state, device, jobs, memory and when it is released (in `lang`)."""
     s = manager.status()
-    state = s["state"]
+    state = s.state
     icon = {"loaded": "🟢", "unloaded": "⚪", "loading": "🟡", "error": "🔴"}.get(state, "⚪")
     key = f"state_{state}"
     # Before it loads, the offline default is known by its id only: show its name instead.
-    model = strings.label("offline_choice", lang) if s["model"] == OFFLINE_ID else s["model"]
+    model = strings.label("offline_choice", lang) if s.model == OFFLINE_ID else s.model
     parts = [f"{icon} **{model}** — {strings.label(key, lang) if key in strings.LABELS_EN else state}"]
     if state == "loading":  # the loader's detail is English: Chinese gets the percentage only
-        detail = f" {s['load_message']}" if lang != "zh" and s["load_message"] else ""
-        parts.append(f"{s['load_fraction'] * 100:.0f}%{detail}")
-    if state == "loaded" and s["device"]:
-        parts.append(strings.label("state_device", lang).format(device=s["device"]))
-    if s["running"] or s["queued"]:
-        parts.append(strings.label("state_jobs", lang).format(running=s["running"], queued=s["queued"]))
-    parts.append(strings.label("state_memory", lang).format(mb=s["rss_mb"]))
+        detail = f" {s.load_message}" if lang != "zh" and s.load_message else ""
+        parts.append(f"{s.load_fraction * 100:.0f}%{detail}")
+    if state == "loaded" and s.device:
+        parts.append(strings.label("state_device", lang).format(device=s.device))
+    if s.running or s.queued:
+        parts.append(strings.label("state_jobs", lang).format(running=s.running, queued=s.queued))
+    parts.append(strings.label("state_memory", lang).format(mb=s.rss_mb))
     if manager.idle_unload_s > 0 and state == "loaded":
-        left = max(0.0, manager.idle_unload_s - s["idle_for_s"])
+        left = max(0.0, manager.idle_unload_s - s.idle_for_s)
         parts.append(strings.label("state_release", lang).format(seconds=left))
     text = " · ".join(parts)
-    return text + (f"\n\n{strings.prefixed('state_failed', s['error'], lang)}" if s["error"] else "")
+    return text + (f"\n\n{strings.prefixed('state_failed', s.error, lang)}" if s.error else "")
 
 
 def build_model_panel(manager: ModelManager, settings: Settings, t, page=None) -> ModelPanel:

@@ -40,36 +40,31 @@ def create_manager(settings: Settings) -> ModelManager:
     from ..serving.voices import VoiceLibrary
 
     library = VoiceLibrary(settings.voices_dir)
-    options = {"precision": settings.precision}  # shared with the manager: the UI's fast-mode switch changes it
-
-    def load_local(mid: str, progress):
-        return load_any(mid, progress, device=settings.device, precision=options["precision"],
-                        max_text_chars=settings.max_text_chars, voices_dir=settings.voices_dir)
 
     def on_load(engine) -> None:
         register_all(engine, library)
 
     if not settings.engine_url:
         model_id = default_model_id(settings.model_dir, settings.models_dir)
-        return ModelManager(model_id, loader=load_local, idle_unload_s=settings.idle_unload_s,
-                            concurrency=settings.concurrency, models_dir=settings.models_dir, on_load=on_load,
-                            load_options=options)
+        return ModelManager(model_id, idle_unload_s=settings.idle_unload_s, concurrency=settings.concurrency,
+                            models_dir=settings.models_dir, on_load=on_load, load_options=settings.load_options())
 
     from ..serving.remote import RemoteEngine, describe_remote
 
     url = settings.engine_url.rstrip("/")
     key = settings.api_keys[0] if settings.api_keys else None
 
-    def loader(mid: str, progress):
+    def loader(mid: str, options, progress):
         if mid == url:
-            return RemoteEngine(url, api_key=key, max_text_chars=settings.max_text_chars, progress=progress)
-        return load_local(mid, progress)
+            return RemoteEngine(url, api_key=key, max_text_chars=options.max_text_chars, progress=progress)
+        return load_any(mid, options, progress)
 
     def describe_model(mid: str):
         return describe_remote(url, key) if mid == url else describe(mid)
 
     return ModelManager(url, loader=loader, idle_unload_s=settings.idle_unload_s, concurrency=settings.concurrency,
-                        models_dir=None, on_load=on_load, describe_model=describe_model, load_options=options)
+                        models_dir=None, on_load=on_load, describe_model=describe_model,
+                        load_options=settings.load_options())
 
 
 def public_warning(settings: Settings) -> str | None:

@@ -10,8 +10,8 @@ import pytest
 import soundfile as sf
 
 from cosyvoice_ui.errors import InvalidRequest
-from cosyvoice_ui.serving.backends import load_any
 from cosyvoice_ui.serving.manager import ModelManager
+from cosyvoice_ui.settings import LoadOptions
 from cosyvoice_ui.settings import Settings
 from cosyvoice_ui.testing.signals import voice_clip
 from cosyvoice_ui.ui import strings
@@ -21,7 +21,7 @@ from cosyvoice_ui.ui.requests import (clone_meta, cross_meta, field_of, request_
 
 @pytest.fixture(scope="module")
 def handlers(tiny_sft: Path, tmp_path_factory) -> Handlers:
-    manager = ModelManager(str(tiny_sft), loader=lambda mid, p: load_any(mid, p, device="cpu"), idle_unload_s=0)
+    manager = ModelManager(str(tiny_sft), load_options=LoadOptions(device="cpu"), idle_unload_s=0)
     return Handlers(manager, Settings(max_text_chars=400), tmp_path_factory.mktemp("out"))
 
 
@@ -95,7 +95,7 @@ def test_unreadable_audio_is_a_clear_error(handlers: Handlers, wavs) -> None:
 
 
 def test_missing_instruct_text_on_an_instruct_model(tiny_instruct: Path, tmp_path: Path) -> None:
-    manager = ModelManager(str(tiny_instruct), loader=lambda mid, p: load_any(mid, p, device="cpu"), idle_unload_s=0)
+    manager = ModelManager(str(tiny_instruct), load_options=LoadOptions(device="cpu"), idle_unload_s=0)
     h = Handlers(manager, Settings(), tmp_path)
     error = problem(h, cross_meta("instruct", None, None, "中文女", "  ", "hello"))
     assert error.code == "instruct_missing" and field_of(error) == "instruct_text"
@@ -160,7 +160,7 @@ def test_saved_voice_from_the_ui_is_used_by_id(tiny_sft: Path, tmp_path: Path) -
     from cosyvoice_ui.serving.voices import VoiceLibrary
 
     library = VoiceLibrary(tmp_path / "voices")
-    manager = ModelManager(str(tiny_sft), loader=lambda mid, p: load_any(mid, p, device="cpu"), idle_unload_s=0,
+    manager = ModelManager(str(tiny_sft), load_options=LoadOptions(device="cpu"), idle_unload_s=0,
                            on_load=lambda engine: register_all(engine, library))
     h = Handlers(manager, Settings(), tmp_path / "out", voices=library)
     voice, ready = save_voice(manager, library, "My voice", voice_clip(4.0), "希望你以后能够做的比我还好呦。")

@@ -8,6 +8,7 @@ import string
 
 import pytest
 
+from cosyvoice_ui.serving.manager import ManagerStatus
 from cosyvoice_ui.types import EngineInfo, Mode, ProgressEvent
 from cosyvoice_ui.ui import strings
 from cosyvoice_ui.ui.model_panel import state_markdown
@@ -83,11 +84,12 @@ class StubManager:
     idle_unload_s = 300.0
 
     def __init__(self, **status) -> None:
-        self._status = {"state": "loaded", "model_id": "m", "model": "CosyVoice-300M-SFT", "device": "cpu",
-                        "error": "", "load_fraction": 0.0, "load_message": "", "running": 1, "queued": 2,
-                        "rss_mb": 812.4, "idle_for_s": 100.0} | status
+        self._status = ManagerStatus(**({
+            "state": "loaded", "model_id": "m", "model": "CosyVoice-300M-SFT", "device": "cpu", "error": "",
+            "load_fraction": 0.0, "load_message": "", "running": 1, "queued": 2, "rss_mb": 812.4,
+            "baseline_rss_mb": 400.0, "idle_unload_s": 300.0, "idle_for_s": 100.0} | status))
 
-    def status(self) -> dict:
+    def status(self) -> ManagerStatus:
         return self._status
 
 
@@ -109,13 +111,13 @@ def test_model_state_line_in_both_languages() -> None:
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_generation_progress_and_result_line_follow_the_language(lang: str, tmp_path) -> None:
-    from cosyvoice_ui.serving.manager import ModelManager
+    from cosyvoice_ui.serving.manager import ManagerStatus, ModelManager
     from cosyvoice_ui.settings import Settings
     from cosyvoice_ui.testing.fakes import FakeEngine
     from cosyvoice_ui.types import SynthesisRequest
     from cosyvoice_ui.ui.handlers import Handlers, OutputOptions
 
-    manager = ModelManager("fake", loader=lambda mid, progress: FakeEngine(), idle_unload_s=0)
+    manager = ModelManager("fake", loader=lambda mid, options, progress: FakeEngine(), idle_unload_s=0)
     handlers = Handlers(manager, Settings(), tmp_path / "out")
     bars: list[str] = []
     request = SynthesisRequest(Mode.SFT, text="one two three", speaker="A", seed=7)
