@@ -5,43 +5,83 @@ The UI, REST API and CLI talk only to this interface. Nothing here imports torch
 
 from __future__ import annotations
 
+import logging
+import secrets
 import threading
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 from .errors import Cancelled, InvalidRequest
-from .types import Audio, AudioChunk, EngineInfo, ProgressCallback, ProgressEvent, SynthesisRequest
+from .types import (Audio, AudioChunk, CheckedRequest, EngineInfo, ProgressCallback, ProgressEvent,
+                    SynthesisRequest)
+from .validation import DEFAULT_MAX_TEXT_CHARS, check_request
+
+log = logging.getLogger(__name__)
 
 
 class Engine(ABC):
     """A loaded model that turns `SynthesisRequest`s into audio.
 
-    Responsibilities: validate requests (`check`), synthesise (`synthesize`), report progress,
-    honour cancellation, release memory (`close`). Not responsible for: queueing, idle unloading,
-    loudness or file formats (see `manager` and `audio`).
+    The base class owns the request's way through: `check` (once), `synthesize` (a fresh seed when none
+    is given, timing, the "done" progress event and one log line with the real-time factor). A backend
+    implements `info`, `_synthesize` and, for checks that need its model, `_check_model`.
+    Not responsible for: queueing, idle unloading, loudness or file formats (`serving.manager`, `audio`).
     """
+
+    max_text_chars: int = DEFAULT_MAX_TEXT_CHARS
 
     @property
     @abstractmethod
     def info(self) -> EngineInfo:
         """What this backend can do (modes, speakers, sample rate, device)."""
 
-    @abstractmethod
-    def check(self, request: SynthesisRequest) -> None:
-        """Raise `InvalidRequest` with an actionable message if `request` cannot be served."""
+    def check(self, request: SynthesisRequest) -> CheckedRequest:
+        """The request, validated once: the shared checks against `info` (skipped for a `CheckedRequest`
+        made against this same `info`), then this backend's own. Raises `InvalidRequest`."""
+        info = self.info
+        if isinstance(request, CheckedRequest) and request.checked_against == info:
+            checked = request
+        else:
+            checked = check_request(request, info, self.max_text_chars, saved_voices=self.usable_voices())
+        self._check_model(checked)
+        return checked
 
-    @abstractmethod
-    def synthesize(
-        self,
-        request: SynthesisRequest,
-        progress: ProgressCallback | None = None,
-        cancel: threading.Event | None = None,
-    ) -> Iterator[AudioChunk]:
+    def usable_voices(self) -> tuple[str, ...]:
+        """Voice ids a clone-mode request may name as `speaker` (default: the registered saved voices)."""
+        return self.info.saved_voices
+
+    def _check_model(self, request: CheckedRequest) -> None:
+        """Checks only this backend can make (e.g. a language it cannot read); raise `InvalidRequest`."""
+
+    def synthesize(self, request: SynthesisRequest, progress: ProgressCallback | None = None,
+                   cancel: threading.Event | None = None) -> Iterator[AudioChunk]:
         """Yield the audio of `request` in playback order (several chunks when streaming).
 
-        Calls `check` first. Raises `Cancelled` soon after `cancel` is set.
+        Checks it first (unless this engine checked it already). Raises `Cancelled` soon after `cancel`
+        is set.
         """
+        checked = self.check(request)
+        if checked.seed is None:
+            checked = replace(checked, seed=secrets.randbits(31))
+        started = time.perf_counter()
+        produced, rate = 0, self.info.sample_rate
+        for chunk in self._synthesize(checked, progress, cancel):
+            produced += len(chunk.samples)
+            rate = chunk.sample_rate
+            yield chunk
+        seconds = produced / rate if rate else 0.0
+        elapsed = time.perf_counter() - started
+        report(progress, "done", 1.0, f"{seconds:.1f} s of audio")
+        log.info("synthesized %s mode=%s chars=%d audio=%.2fs rtf=%.3f seed=%d", self.info.name, checked.mode.value,
+                 len(checked.text), seconds, elapsed / seconds if seconds else float("nan"), checked.seed)
+
+    @abstractmethod
+    def _synthesize(self, request: CheckedRequest, progress: ProgressCallback | None,
+                    cancel: threading.Event | None) -> Iterator[AudioChunk]:
+        """The backend's synthesis of a checked request whose seed is set."""
 
     def close(self) -> None:
         """Release model memory. The engine must not be used afterwards."""

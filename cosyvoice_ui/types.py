@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -78,6 +78,14 @@ class SynthesisRequest:
     stream: bool = False
     text_frontend: bool = True
     voice_match: str = "quick"
+
+
+@dataclass(frozen=True)
+class CheckedRequest(SynthesisRequest):
+    """A request that passed the shared checks against `checked_against`; its recordings are the checked,
+    silence-trimmed ones. An engine whose `info` equals `checked_against` does not check it again."""
+
+    checked_against: EngineInfo | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)

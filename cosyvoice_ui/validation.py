@@ -1,19 +1,36 @@
 """Request checks every backend shares (text, speed, mode, speaker, prompt audio).
 
 They need only an `EngineInfo`, not a loaded model, so the UI can stop a bad request before the
-model is even loaded. Backends add their own checks on top (e.g. saved voices).
+model is even loaded. Backends add their own checks on top (`Engine._check_model`).
 """
 
 from __future__ import annotations
 
+from dataclasses import fields
+
 from . import audio as audio_utils
 from .errors import InvalidRequest
-from .types import EngineInfo, Mode, SynthesisRequest
+from .types import CheckedRequest, EngineInfo, Mode, SynthesisRequest
 
 MIN_SPEED, MAX_SPEED = 0.5, 2.0
 DEFAULT_MAX_TEXT_CHARS = 5000
 END_OF_PROMPT = "<|endofprompt|>"
 VOICE_MATCH_LEVELS = ("quick", "refine")
+DEFAULT_INSTRUCT_EXAMPLE = "A female speaker with a calm, slow voice."
+
+# The one table of which official model serves a mode (named in "this model can't do that" messages).
+MODE_HINTS = {
+    Mode.SFT: "CosyVoice-300M-SFT (preset speakers)",
+    Mode.INSTRUCT: "CosyVoice-300M-Instruct",
+    Mode.ZERO_SHOT: "CosyVoice-300M (or -SFT)",
+    Mode.CROSS_LINGUAL: "CosyVoice-300M (or -SFT)",
+    Mode.VC: "CosyVoice-300M",
+}
+
+
+def mode_hint(mode: Mode) -> str:
+    """The model to load for `mode`."""
+    return MODE_HINTS.get(mode, "a CosyVoice model")
 
 
 def check_text(text: str, max_chars: int = DEFAULT_MAX_TEXT_CHARS) -> None:
@@ -59,10 +76,17 @@ def infer_mode(*, source: bool = False, voice: bool = False, transcript: bool = 
 
 
 def check_request(request: SynthesisRequest, info: EngineInfo | None, max_text_chars: int = DEFAULT_MAX_TEXT_CHARS,
-                  saved_voices: tuple[str, ...] = (), needs: str = "another model",
-                  instruct_example: str = "A female speaker with a calm, slow voice.") -> None:
-    """Raise `InvalidRequest` for the first problem found; `info` None skips model-specific checks."""
+                  saved_voices: tuple[str, ...] = (), needs: str | None = None,
+                  instruct_example: str | None = None) -> CheckedRequest:
+    """The request, checked: raise `InvalidRequest` for the first problem found, else return it as a
+    `CheckedRequest` with its recordings trimmed. `info` None skips the model-specific checks (and then
+    marks nothing as checked for a model). `needs` names the model to load when the mode is refused
+    (default: `mode_hint`)."""
     mode = request.mode
+    needs = needs or mode_hint(mode)
+    instruct_example = instruct_example or (info.instruct_examples[0] if info and info.instruct_examples
+                                            else DEFAULT_INSTRUCT_EXAMPLE)
+    prompt, source = request.prompt_audio, request.source_audio
     if info is not None:
         check_mode(mode, info, needs)
     check_speed(request.speed)
@@ -83,9 +107,12 @@ def check_request(request: SynthesisRequest, info: EngineInfo | None, max_text_c
                 raise InvalidRequest("voice_unknown", f"there is no saved voice {request.speaker!r}; saved voices: "
                                      f"{', '.join(saved_voices) or 'none'}", voice=request.speaker)
         else:
-            audio_utils.check_prompt(request.prompt_audio)
+            prompt = audio_utils.check_prompt(request.prompt_audio)
             if mode is Mode.ZERO_SHOT and not request.prompt_text.strip():
                 raise InvalidRequest("transcript_missing", "type the transcript of the prompt audio (exactly what "
                                      "is said in it), or use cross-lingual mode, which needs none")
     if mode is Mode.VC:
-        audio_utils.check_prompt(request.source_audio, what="source audio", min_seconds=0.5, max_seconds=300.0)
+        source = audio_utils.check_prompt(request.source_audio, what="source audio", min_seconds=0.5,
+                                          max_seconds=300.0)
+    values = {f.name: getattr(request, f.name) for f in fields(SynthesisRequest)}
+    return CheckedRequest(**{**values, "prompt_audio": prompt, "source_audio": source}, checked_against=info)

@@ -169,10 +169,7 @@ class NoVoicesEngine(Engine):
 
     info = EngineInfo("plain", "offline", 24000, (Mode.SFT,), speakers=("a",))
 
-    def check(self, request):
-        pass
-
-    def synthesize(self, request, progress=None, cancel=None):
+    def _synthesize(self, request, progress, cancel):
         yield from ()
 
 

@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import gc
 import logging
-import secrets
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,14 +18,13 @@ import torch
 from .. import audio as audio_utils
 from ..engine import Engine, raise_if_cancelled, report
 from ..errors import InvalidRequest
-from .families import ModelFolder, StreamingSpec, model_that_can, modes_for
+from .families import ModelFolder, StreamingSpec, modes_for
 from .frontend import text as text_frontend
 from .frontend.inputs import ModelInput, assemble, has_language_tag, language_tag, with_end_of_prompt
 from .frontend.prompt import PromptEncoder, PromptFeatures
 from .models.speed import trim_flow_prompt
 from .streaming import FlowPrompt, TokenToWave, stream_tokens
-from ..types import Audio, AudioChunk, EngineInfo, Mode, Precision, ProgressCallback, SynthesisRequest
-from ..validation import check_request
+from ..types import Audio, AudioChunk, CheckedRequest, EngineInfo, Mode, Precision, ProgressCallback, SynthesisRequest
 
 log = logging.getLogger(__name__)
 
@@ -73,21 +70,15 @@ class CosyVoiceEngine(Engine):
     def info(self) -> EngineInfo:
         return self._info
 
-    def check(self, request: SynthesisRequest) -> None:
-        check_request(request, self._info, self.max_text_chars, saved_voices=tuple(self.saved_voices),
-                      needs=model_that_can(request.mode), instruct_example=INSTRUCT_EXAMPLES_V1[0])
+    def _check_model(self, request: CheckedRequest) -> None:
         if request.mode is Mode.ZERO_SHOT and request.prompt_audio is None and request.speaker in self.saved_voices:
             if not (request.prompt_text.strip() or self.saved_voices[request.speaker][1]):
                 raise InvalidRequest("transcript_missing", "this saved voice has no transcript; use cross-lingual "
                                      "mode, or save the voice again with its transcript")
 
-    def synthesize(self, request: SynthesisRequest, progress: ProgressCallback | None = None,
-                   cancel: threading.Event | None = None) -> Iterator[AudioChunk]:
-        self.check(request)
-        seed = request.seed if request.seed is not None else secrets.randbits(31)
-        generator = torch.Generator().manual_seed(int(seed))
-        started = time.perf_counter()
-        produced = 0
+    def _synthesize(self, request: CheckedRequest, progress: ProgressCallback | None,
+                    cancel: threading.Event | None) -> Iterator[AudioChunk]:
+        generator = torch.Generator().manual_seed(int(request.seed))
         report(progress, "frontend", 0.0, "preparing")
         with torch.inference_mode():
             jobs = self._segment_jobs(request)
@@ -98,14 +89,8 @@ class CosyVoiceEngine(Engine):
                                                                   cancel, index, total, request.stream,
                                                                   request.speed):
                     samples = wave.squeeze(0).float().cpu().numpy()
-                    produced += len(samples)
                     final = last_of_segment and index == total - 1
                     yield AudioChunk(samples, self._info.sample_rate, index, total, final, segment_text)
-        seconds = produced / self._info.sample_rate
-        elapsed = time.perf_counter() - started
-        report(progress, "done", 1.0, f"{seconds:.1f} s of audio")
-        log.info("synthesized mode=%s chars=%d audio=%.2fs rtf=%.3f seed=%d", request.mode.value,
-                 len(request.text), seconds, elapsed / seconds if seconds else float("nan"), seed)
 
     def close(self) -> None:
         for name in ("llm", "flow", "hift", "prompts", "tokenizer"):
@@ -163,7 +148,7 @@ class CosyVoiceEngine(Engine):
     def _prompt(self, request: SynthesisRequest, audio: Audio | None) -> tuple[PromptFeatures, str]:
         if request.speaker and request.speaker in self.saved_voices and audio is None:
             return self.saved_voices[request.speaker]
-        return self.prompts.encode(audio_utils.check_prompt(audio)), request.prompt_text
+        return self.prompts.encode(audio), request.prompt_text  # checked and trimmed by `check`
 
     def _segments(self, request: SynthesisRequest) -> list[str]:
         text = request.text.strip()
@@ -180,9 +165,7 @@ class CosyVoiceEngine(Engine):
         n_mels = self.config.mel.num_mels
         if mode is Mode.VC:
             prompt, _ = self._prompt(request, request.prompt_audio)
-            source = audio_utils.check_prompt(request.source_audio, what="source audio", min_seconds=0.5,
-                                              max_seconds=300.0)
-            tokens = self.prompts.speech_tokens(self.prompts.to_16k(source))
+            tokens = self.prompts.speech_tokens(self.prompts.to_16k(request.source_audio))
             flow_input = ModelInput(tokens, tokens[:, :0], tokens[:, :0], prompt.embedding, prompt.speech_tokens,
                                     prompt.mel, prompt.embedding)
             return [("", flow_input, tokens)]

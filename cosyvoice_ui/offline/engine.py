@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -22,8 +21,7 @@ import numpy as np
 
 from ..engine import Engine, raise_if_cancelled, report
 from ..errors import InvalidRequest
-from ..types import Audio, AudioChunk, EngineInfo, Mode, ProgressCallback, SynthesisRequest
-from ..validation import check_request
+from ..types import Audio, AudioChunk, CheckedRequest, EngineInfo, Mode, ProgressCallback, SynthesisRequest
 from .assets import KokoroAssets, load_assets
 from .dsp import limit_peak, trim_silence
 from .frontend import OfflineFrontend
@@ -31,7 +29,7 @@ from .kokoro import SAMPLE_RATE, KokoroModel
 from .speakers import OfflineSpeakers, preset_styles
 from .store import MATCH_LEVELS, MatchLevel, MatchResult, StyleVoice
 from .styles import STOCK_GENDER, StyleSpace, VoiceStyle
-from .validation import MODE_HINTS, check_mode, check_speakable
+from .validation import check_mode, check_speakable
 
 if TYPE_CHECKING:
     from .matching import VoiceMatcher
@@ -126,21 +124,19 @@ class OfflineEngine(Engine):
         # Rebuilt on each call: saved voices come and go while the engine runs.
         return offline_info(self.speakers.names(), tuple(self.speakers.library))
 
-    def check(self, request: SynthesisRequest) -> None:
-        check_mode(request.mode, self.MODES, "offline Kokoro")
+    def check(self, request: SynthesisRequest) -> CheckedRequest:
+        check_mode(request.mode, self.MODES, "offline Kokoro")  # names this backend and what it can do
+        return super().check(request)
+
+    def usable_voices(self) -> tuple[str, ...]:
         # Clone modes may name any speaker (preset, style or library voice) instead of sending a recording.
-        names = self.speakers.names()
-        check_request(request, self.info, saved_voices=names, needs=MODE_HINTS.get(request.mode, "a CosyVoice model"))
+        return self.speakers.names()
+
+    def _check_model(self, request: CheckedRequest) -> None:
         check_speakable(request.text)
 
-    def synthesize(
-        self,
-        request: SynthesisRequest,
-        progress: ProgressCallback | None = None,
-        cancel: threading.Event | None = None,
-    ) -> Iterator[AudioChunk]:
-        self.check(request)
-        started = time.perf_counter()
+    def _synthesize(self, request: CheckedRequest, progress: ProgressCallback | None,
+                    cancel: threading.Event | None) -> Iterator[AudioChunk]:
         pack = self.space.pack(self._request_style(request, progress, cancel))
         raise_if_cancelled(cancel)
         report(progress, "frontend", 0.0, "text to phonemes")
@@ -153,7 +149,6 @@ class OfflineEngine(Engine):
             )
         jobs = [(i, j) for i, s in enumerate(sentences) for j in range(len(s.ids))]
         held: list[np.ndarray] = []
-        total = 0
         for n, (i, j) in enumerate(jobs):
             raise_if_cancelled(cancel)
             sentence = sentences[i]
@@ -163,7 +158,6 @@ class OfflineEngine(Engine):
             if not final:
                 gap = CHUNK_GAP_S if j < len(sentence.ids) - 1 else SENTENCE_GAP_S
                 audio = np.concatenate([audio, np.zeros(int(gap * SAMPLE_RATE), dtype=np.float32)])
-            total += audio.size
             if request.stream:
                 yield AudioChunk(audio, SAMPLE_RATE, segment=i, segments=len(sentences), final=final, text=sentence.text)
             else:
@@ -172,13 +166,6 @@ class OfflineEngine(Engine):
         if not request.stream:
             text = " ".join(s.text for s in sentences)
             yield AudioChunk(np.concatenate(held), SAMPLE_RATE, segment=len(sentences) - 1, segments=len(sentences), final=True, text=text)
-        seconds = total / SAMPLE_RATE
-        report(progress, "done", 1.0, f"{seconds:.1f} s of audio")
-        elapsed = time.perf_counter() - started
-        log.info(
-            "offline synth: mode=%s chars=%d audio=%.2fs RTF=%.3f",
-            request.mode.value, len(request.text), seconds, elapsed / max(seconds, 1e-9),
-        )
 
     def _request_style(self, request: SynthesisRequest, progress: ProgressCallback | None, cancel: threading.Event | None) -> VoiceStyle:
         if request.mode is Mode.SFT or request.prompt_audio is None:

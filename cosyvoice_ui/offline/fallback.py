@@ -12,7 +12,6 @@ import shutil
 import subprocess
 import tempfile
 import threading
-import time
 import wave
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,10 +20,9 @@ import numpy as np
 
 from ..engine import Engine, raise_if_cancelled, report
 from ..errors import CheckpointError, CosyVoiceError
-from ..types import AudioChunk, EngineInfo, Mode, ProgressCallback, SynthesisRequest
-from ..validation import check_request
+from ..types import AudioChunk, CheckedRequest, EngineInfo, Mode, ProgressCallback, SynthesisRequest
 from .text import ZH, normalize, split_languages, split_sentences, strip_unsupported
-from .validation import MODE_HINTS, check_mode, check_speakable
+from .validation import check_mode, check_speakable
 
 log = logging.getLogger(__name__)
 
@@ -105,9 +103,11 @@ class EspeakEngine(Engine):
     def info(self) -> EngineInfo:
         return self._info
 
-    def check(self, request: SynthesisRequest) -> None:
-        check_mode(request.mode, self.MODES, self._info.name)
-        check_request(request, self._info, needs=MODE_HINTS.get(request.mode, "a CosyVoice model"))
+    def check(self, request: SynthesisRequest) -> CheckedRequest:
+        check_mode(request.mode, self.MODES, self._info.name)  # names this backend and what it can do
+        return super().check(request)
+
+    def _check_model(self, request: CheckedRequest) -> None:
         check_speakable(request.text)
 
     def _speak(self, text: str, voice: str, speed: float) -> np.ndarray:
@@ -127,20 +127,13 @@ class EspeakEngine(Engine):
         assert rate == ESPEAK_RATE, f"espeak-ng wrote {rate} Hz, expected {ESPEAK_RATE}"
         return samples
 
-    def synthesize(
-        self,
-        request: SynthesisRequest,
-        progress: ProgressCallback | None = None,
-        cancel: threading.Event | None = None,
-    ) -> Iterator[AudioChunk]:
-        self.check(request)
-        started = time.perf_counter()
+    def _synthesize(self, request: CheckedRequest, progress: ProgressCallback | None,
+                    cancel: threading.Event | None) -> Iterator[AudioChunk]:
         clean = normalize(request.text)
         sentences = split_sentences(clean) if request.text_frontend else [clean]
         variant = SPEAKERS[request.speaker or "espeak_male"]
         gap = np.zeros(int(SENTENCE_GAP_S * ESPEAK_RATE), dtype=np.float32)
         pieces: list[np.ndarray] = []
-        total = 0
         for i, sentence in enumerate(sentences):
             raise_if_cancelled(cancel)
             report(progress, "segment", i / len(sentences), f"sentence {i + 1}/{len(sentences)}")
@@ -149,7 +142,6 @@ class EspeakEngine(Engine):
             audio = np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32)
             if i < len(sentences) - 1:
                 audio = np.concatenate([audio, gap])
-            total += audio.size
             final = i == len(sentences) - 1
             if request.stream:
                 yield AudioChunk(audio, ESPEAK_RATE, segment=i, segments=len(sentences), final=final, text=sentence)
@@ -158,10 +150,6 @@ class EspeakEngine(Engine):
         raise_if_cancelled(cancel)
         if not request.stream:
             yield AudioChunk(np.concatenate(pieces), ESPEAK_RATE, segment=len(sentences) - 1, segments=len(sentences), final=True, text=clean)
-        report(progress, "done", 1.0)
-        elapsed = time.perf_counter() - started
-        seconds = total / ESPEAK_RATE
-        log.info("espeak-ng: %d chars, %.2fs audio, RTF %.3f", len(request.text), seconds, elapsed / max(seconds, 1e-9))
 
 
 def load_fallback_engine() -> Engine:

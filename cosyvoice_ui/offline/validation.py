@@ -7,23 +7,15 @@ from __future__ import annotations
 
 from ..errors import InvalidRequest
 from ..types import Mode
+from ..validation import mode_hint
 from .text import is_speakable
-
-# Which official model can serve a mode the offline backends cannot (named in the error message).
-MODE_HINTS = {
-    Mode.INSTRUCT: "CosyVoice-300M-Instruct (or CosyVoice2-0.5B / Fun-CosyVoice3-0.5B for instruct2-style prompts)",
-    Mode.VC: "any CosyVoice model (CosyVoice-300M, CosyVoice2-0.5B or Fun-CosyVoice3-0.5B)",
-    Mode.ZERO_SHOT: "any CosyVoice model (CosyVoice-300M, CosyVoice2-0.5B or Fun-CosyVoice3-0.5B)",
-    Mode.CROSS_LINGUAL: "any CosyVoice model (CosyVoice-300M, CosyVoice2-0.5B or Fun-CosyVoice3-0.5B)",
-}
-
 
 def check_mode(mode: Mode, supported: tuple[Mode, ...], backend: str) -> None:
     """Refuse modes the backend cannot serve, naming the model that can."""
     if mode in supported:
         return
     options = ", ".join(m.value for m in supported)
-    hint = MODE_HINTS.get(mode, "a CosyVoice model")
+    hint = mode_hint(mode)
     raise InvalidRequest(
         "mode_unsupported",
         f"mode {mode.value!r} is not available on the {backend} backend (it can do: {options}). "

@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import logging
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -21,9 +20,7 @@ import numpy as np
 from .. import audio as audio_utils
 from ..engine import Engine, raise_if_cancelled, report
 from ..errors import CosyVoiceError, InvalidRequest
-from ..cosyvoice.families import model_that_can
-from ..types import Audio, AudioChunk, EngineInfo, Mode, ProgressCallback, SynthesisRequest
-from ..validation import check_request
+from ..types import Audio, AudioChunk, CheckedRequest, EngineInfo, Mode, ProgressCallback, SynthesisRequest
 
 log = logging.getLogger(__name__)
 
@@ -135,19 +132,19 @@ class RemoteEngine(Engine):
     def info(self) -> EngineInfo:
         return self._info
 
-    def check(self, request: SynthesisRequest) -> None:
-        wants_voice = request.mode in (Mode.ZERO_SHOT, Mode.CROSS_LINGUAL, Mode.VC) and request.prompt_audio is None
-        check_request(request, self._info, self.max_text_chars,
-                      saved_voices=self._known_voices(request.speaker if wants_voice else None),
-                      needs=model_that_can(request.mode))
+    def check(self, request: SynthesisRequest) -> CheckedRequest:
+        if request.mode in (Mode.ZERO_SHOT, Mode.CROSS_LINGUAL, Mode.VC) and request.prompt_audio is None:
+            self._known_voices(request.speaker)  # a voice new to us may have been saved over there since
+        return super().check(request)
 
-    def synthesize(self, request: SynthesisRequest, progress: ProgressCallback | None = None,
-                   cancel: threading.Event | None = None) -> Iterator[AudioChunk]:
+    def usable_voices(self) -> tuple[str, ...]:
+        return tuple(self._voices) + self._remote_voices
+
+    def _synthesize(self, request: CheckedRequest, progress: ProgressCallback | None,
+                    cancel: threading.Event | None) -> Iterator[AudioChunk]:
         import httpx
 
-        self.check(request)
         body = self._body(request)
-        started = time.perf_counter()
         report(progress, "frontend", 0.0, f"sending to {self.url}")
         rate = self._info.sample_rate
         produced = 0
@@ -180,10 +177,6 @@ class RemoteEngine(Engine):
                         yield AudioChunk(previous, rate, 0, 1, True, request.text)
         except httpx.HTTPError as exc:
             raise _unreachable(self.url, exc) from exc
-        elapsed = time.perf_counter() - started
-        report(progress, "done", 1.0, f"{produced / rate:.1f} s of audio")
-        log.info("remote synthesis mode=%s chars=%d audio=%.2fs in %.2fs", request.mode.value, len(request.text),
-                 produced / rate, elapsed)
 
     def register_voice(self, voice_id: str, audio: Audio, transcript: str, cache_dir: Path) -> None:
         """Keep the prompt here; it is sent with each request that uses the voice."""

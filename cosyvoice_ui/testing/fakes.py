@@ -10,8 +10,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from ..engine import Engine, raise_if_cancelled, report
-from ..types import AudioChunk, EngineInfo, Mode, ProgressCallback, SynthesisRequest
-from ..validation import check_request
+from ..types import AudioChunk, CheckedRequest, EngineInfo, Mode, ProgressCallback
 
 
 class FakeEngine(Engine):
@@ -34,13 +33,9 @@ class FakeEngine(Engine):
     def info(self) -> EngineInfo:
         return self._info
 
-    def check(self, request: SynthesisRequest) -> None:
-        check_request(request, self._info)
-
-    def synthesize(self, request: SynthesisRequest, progress: ProgressCallback | None = None,
-                   cancel: threading.Event | None = None) -> Iterator[AudioChunk]:
+    def _synthesize(self, request: CheckedRequest, progress: ProgressCallback | None,
+                     cancel: threading.Event | None) -> Iterator[AudioChunk]:
         assert not self.closed, "used after close()"
-        self.check(request)
         self.calls += 1
         self.started.set()
         words = max(1, len((request.text or "x").split()))
