@@ -6,9 +6,7 @@ the named blends and some random blends land in d-vector space is done once, off
 to a prompt cost no rendering at all.
 
 The table depends only on the fixed Kokoro weights, the calibration sentences and the speaker
-encoder, all pinned; `build_anchor_table` regenerates it:
-
-    python -c "from cosyvoice_ui.offline.anchors import main; main()"
+encoder, all pinned; `build_anchor_table` regenerates it (`python scripts/build_offline_anchors.py`).
 """
 
 from __future__ import annotations
@@ -107,22 +105,3 @@ def build_anchor_table(
         thetas=np.stack([space.encode(s) for _, s in styles]).astype(np.float32),
         dvecs=np.stack(dvecs).astype(np.float32),
     )
-
-
-def main() -> None:
-    """Rebuild `data/anchors.npz` in place (a few minutes of CPU)."""
-    # Imported here: `matching` imports this module, and the table builder is a maintenance tool.
-    from .assets import load_assets
-    from .frontend import OfflineFrontend
-    from .kokoro import KokoroModel
-    from .matching import VoiceMatcher
-
-    logging.basicConfig(level=logging.INFO)
-    assets = load_assets()
-    space = StyleSpace(assets.voices)
-    matcher = VoiceMatcher.create(space, KokoroModel(assets.model), OfflineFrontend(assets.vocab), anchors=None)
-    table = build_anchor_table(space, matcher.measure, progress=lambda i, n: log.info("anchor %d/%d", i, n))
-    out = Path(__file__).resolve().parent / "data" / ANCHOR_FILE
-    out.parent.mkdir(exist_ok=True)
-    table.save(out)
-    log.info("wrote %s (%d rows)", out.name, len(table.labels))

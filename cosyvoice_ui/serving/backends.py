@@ -69,3 +69,17 @@ def open_engine(model_dir: Path | None, models_dir: Path, options: LoadOptions |
                 progress: ProgressCallback | None = None) -> Engine:
     """Load the engine a CLI invocation asked for (or the default one)."""
     return load_any(default_model_id(model_dir, models_dir), options, progress)
+
+
+def downloadable_models() -> list[str]:
+    """Catalogue models this app can run, the recommended one first."""
+    from ..cosyvoice.hub import CATALOGUE
+
+    return [entry.name for entry in CATALOGUE if entry.supported]
+
+
+def download_model(name: str, models_dir: Path, progress: ProgressCallback | None = None) -> Path:
+    """Fetch a catalogue model into `models_dir/NAME` (resumable); see `cosyvoice.hub.download`."""
+    from ..cosyvoice.hub import download
+
+    return download(name, models_dir, progress=progress)

@@ -1,4 +1,5 @@
-"""Process memory: the resident-set figure the UI and /health show, and giving freed memory back."""
+"""Process resources: the resident-set figure the UI and /health show, giving freed memory back, and the
+number of CPU threads the model backends compute with."""
 
 from __future__ import annotations
 
@@ -31,3 +32,11 @@ def release_memory() -> None:
             torch.cuda.empty_cache()
     except ImportError:
         pass
+
+
+def set_compute_threads(threads: int | None) -> None:
+    """Intra-op threads for torch (the CosyVoice backend); None keeps torch's default."""
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from ..serving.backends import default_model_id
 from ..serving.manager import ModelManager
+from ..serving.memory import set_compute_threads
 from ..settings import Settings
 
 log = logging.getLogger(__name__)
@@ -158,10 +159,7 @@ def start_share_tunnel(settings: Settings, status: ShareStatus) -> None:
 def serve(settings: Settings) -> int:
     import uvicorn
 
-    if settings.threads:
-        import torch
-
-        torch.set_num_threads(settings.threads)
+    set_compute_threads(settings.threads)
     warning = public_warning(settings)
     if warning:
         print(warning, file=sys.stderr)
