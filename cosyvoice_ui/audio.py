@@ -6,6 +6,7 @@ and API translate, and whose message says how to fix the recording.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import io
 import logging
@@ -189,6 +190,30 @@ def normalize_loudness(samples: np.ndarray, sample_rate: int, target_lufs: float
     if peak > peak_limit:
         gain *= peak_limit / peak
     return (samples * gain).astype(np.float32)
+
+
+def stream_gain(first: np.ndarray, sample_rate: int, target_lufs: float = DEFAULT_LUFS) -> float:
+    """One loudness gain for a whole stream, measured on its first chunk (so chunks stay consistent)."""
+    loudness = integrated_loudness(first, sample_rate)
+    if not np.isfinite(loudness):
+        return 1.0
+    peak = float(np.max(np.abs(first))) or 1.0
+    return float(min(10 ** ((target_lufs - loudness) / 20), 0.99 / peak, 10.0))
+
+
+def join_chunks(pieces: list[np.ndarray]) -> np.ndarray:
+    """The chunks of one result as one float32 array (empty when there were none)."""
+    return np.concatenate(pieces).astype(np.float32, copy=False) if pieces else np.zeros(0, np.float32)
+
+
+def audio_hash(audio: Audio | None) -> str:
+    """sha256 (hex) of a recording's rate and float32 samples: the key of every cache of prompt results
+    ("" for no recording)."""
+    if audio is None:
+        return ""
+    digest = hashlib.sha256(str(int(audio.sample_rate)).encode())
+    digest.update(np.ascontiguousarray(audio.samples, dtype=np.float32).tobytes())
+    return digest.hexdigest()
 
 
 # --- encoding -----------------------------------------------------------------------------------

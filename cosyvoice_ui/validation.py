@@ -48,10 +48,14 @@ def check_speed(speed: float) -> None:
                              speed=speed, min=MIN_SPEED, max=MAX_SPEED)
 
 
-def check_mode(mode: Mode, info: EngineInfo, needs: str) -> None:
+def check_mode(mode: Mode, info: EngineInfo, needs: str | None = None) -> None:
+    """Refuse a mode the model cannot do, saying what it can do and which model can."""
     if mode not in info.modes:
-        raise InvalidRequest("mode_unsupported", f"{info.name} cannot do {mode.value.replace('_', '-')} synthesis; "
-                             f"load {needs} for it", mode=mode.value, model=info.name, needs=needs)
+        needs = needs or mode_hint(mode)
+        can = ", ".join(m.value for m in info.modes)
+        raise InvalidRequest("mode_unsupported", f"{info.name} cannot do {mode.value.replace('_', '-')} synthesis "
+                             f"(it can do: {can}); load {needs} for it", mode=mode.value, model=info.name,
+                             needs=needs, supported=can)
 
 
 def check_speaker(speaker: str | None, info: EngineInfo, needs: str) -> None:

@@ -9,7 +9,6 @@ This is the CLI's helper: it writes one progress line per utterance to stderr.
 from __future__ import annotations
 
 import logging
-import os
 import shutil
 import sys
 import time
@@ -19,7 +18,9 @@ from typing import TextIO
 
 import numpy as np
 
+from ..audio import join_chunks
 from ..engine import Engine
+from ..files import atomic_path
 from ..errors import InvalidRequest
 from ..types import ProgressCallback, SynthesisRequest
 
@@ -95,9 +96,8 @@ def synth_text_file(engine: Engine, args, make_request: Callable[[object, str], 
             failed.append(index)
             bar.line(index, path.name, f"FAILED: {exc}")
             continue
-        tmp = path.with_name(f".{path.name}.part")
-        write(tmp, samples, engine.info.sample_rate, fmt, args.loudness)
-        os.replace(tmp, path)
+        with atomic_path(path) as tmp:
+            write(tmp, samples, engine.info.sample_rate, fmt, args.loudness)
         bar.synthesised(index, path.name, len(samples) / engine.info.sample_rate, text)
     written = len(lines) - skipped - len(failed)
     print(f"{out_dir}: {written} written, {skipped} already there, {len(failed)} failed"
@@ -128,10 +128,8 @@ def _joined(engine: Engine, args, lines: list[str], make_request, write) -> int:
             failed.append(index)
             bar.line(index, part.name, f"FAILED: {exc}")
             continue
-        tmp = part.with_name(f".{part.name}.tmp")
-        with open(tmp, "wb") as handle:
+        with atomic_path(part) as tmp, open(tmp, "wb") as handle:
             np.save(handle, samples.astype(np.float32))
-        os.replace(tmp, part)
         bar.synthesised(index, part.name, len(samples) / rate, text)
     if failed:
         print(f"{len(failed)} lines failed (lines {', '.join(map(str, failed))}); fix them and run again: the "
@@ -143,9 +141,8 @@ def _joined(engine: Engine, args, lines: list[str], make_request, write) -> int:
         pieces += [np.load(parts / f"{index:0{width}d}.npy"), pause]
     joined = np.concatenate(pieces[:-1])
     fmt = args.format or (out.suffix.lstrip(".").lower() or "wav")
-    tmp = out.with_name(f".{out.name}.part")
-    write(tmp, joined, rate, fmt, args.loudness)
-    os.replace(tmp, out)
+    with atomic_path(out) as tmp:
+        write(tmp, joined, rate, fmt, args.loudness)
     shutil.rmtree(parts, ignore_errors=True)
     print(f"wrote {out} ({len(lines)} utterances, {len(joined) / rate:.1f} s at {rate} Hz)")
     return 0
@@ -153,7 +150,7 @@ def _joined(engine: Engine, args, lines: list[str], make_request, write) -> int:
 
 def _synthesize(engine: Engine, request: SynthesisRequest) -> np.ndarray:
     pieces = [chunk.samples for chunk in engine.synthesize(request)]
-    return np.concatenate(pieces) if pieces else np.zeros(0, np.float32)
+    return join_chunks(pieces)
 
 
 def _written(path: Path) -> bool:

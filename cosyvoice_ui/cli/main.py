@@ -180,7 +180,7 @@ def _write(path: Path, samples, rate: int, fmt: str | None, loudness: float | No
 
 
 def cmd_synth(args) -> int:
-    import numpy as np
+    from ..audio import join_chunks
 
     progress = _TerminalProgress()
     engine = _load(args, progress)
@@ -190,15 +190,14 @@ def cmd_synth(args) -> int:
         from .batch import synth_text_file
 
         return synth_text_file(engine, args, _request_maker(engine, args), _write, progress)
-    request = _request_maker(engine, args)(args, args.text)
-    engine.check(request)
+    request = engine.check(_request_maker(engine, args)(args, args.text))
     pieces = []
     for chunk in engine.synthesize(request, progress=progress):
         pieces.append(chunk.samples)
         if args.stream:
             print(f"chunk {len(pieces)}: segment {chunk.segment + 1}/{chunk.segments}, "
                   f"{len(chunk.samples) / chunk.sample_rate:.2f} s", file=sys.stderr)
-    samples = np.concatenate(pieces) if pieces else np.zeros(0, np.float32)
+    samples = join_chunks(pieces)
     _write(args.out, samples, engine.info.sample_rate, args.format, args.loudness)
     print(f"wrote {args.out} ({len(samples) / engine.info.sample_rate:.2f} s at {engine.info.sample_rate} Hz)")
     return 0

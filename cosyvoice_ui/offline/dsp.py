@@ -29,7 +29,7 @@ def rms_dbfs(samples: np.ndarray) -> float:
     return 20.0 * math.log10(rms) if rms > 0 else -math.inf
 
 
-def normalize_loudness(samples: np.ndarray, target_dbfs: float, increase_only: bool = False) -> np.ndarray:
+def normalize_rms(samples: np.ndarray, target_dbfs: float, increase_only: bool = False) -> np.ndarray:
     """Scale `samples` so their RMS level is `target_dbfs`.
 
     With `increase_only`, quiet audio is raised but loud audio is left alone.

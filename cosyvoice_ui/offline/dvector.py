@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .dsp import drop_long_pauses, mel_filterbank, normalize_loudness, power_spectrogram, resample
+from .dsp import drop_long_pauses, mel_filterbank, normalize_rms, power_spectrogram, resample
 
 log = logging.getLogger(__name__)
 
@@ -123,7 +123,7 @@ class SpeakerEncoder(nn.Module):
     def preprocess(self, samples: np.ndarray, sample_rate: int) -> np.ndarray:
         """[N] audio at `sample_rate` -> [M] 16 kHz audio, loudness raised, long pauses removed."""
         wav = resample(samples, sample_rate, SAMPLE_RATE)
-        wav = normalize_loudness(wav, TARGET_DBFS, increase_only=True)
+        wav = normalize_rms(wav, TARGET_DBFS, increase_only=True)
         return drop_long_pauses(wav, SAMPLE_RATE)
 
     def partial_mels(self, wav: np.ndarray) -> torch.Tensor:

@@ -29,7 +29,7 @@ from .kokoro import SAMPLE_RATE, KokoroModel
 from .speakers import OfflineSpeakers, preset_styles
 from .store import MATCH_LEVELS, MatchLevel, MatchResult, StyleVoice
 from .styles import STOCK_GENDER, StyleSpace, VoiceStyle
-from .validation import check_mode, check_speakable
+from .validation import check_speakable
 
 if TYPE_CHECKING:
     from .matching import VoiceMatcher
@@ -123,10 +123,6 @@ class OfflineEngine(Engine):
     def info(self) -> EngineInfo:
         # Rebuilt on each call: saved voices come and go while the engine runs.
         return offline_info(self.speakers.names(), tuple(self.speakers.library))
-
-    def check(self, request: SynthesisRequest) -> CheckedRequest:
-        check_mode(request.mode, self.MODES, "offline Kokoro")  # names this backend and what it can do
-        return super().check(request)
 
     def usable_voices(self) -> tuple[str, ...]:
         # Clone modes may name any speaker (preset, style or library voice) instead of sending a recording.

@@ -20,9 +20,9 @@ import numpy as np
 
 from ..engine import Engine, raise_if_cancelled, report
 from ..errors import CheckpointError, CosyVoiceError
-from ..types import AudioChunk, CheckedRequest, EngineInfo, Mode, ProgressCallback, SynthesisRequest
+from ..types import AudioChunk, CheckedRequest, EngineInfo, Mode, ProgressCallback
 from .text import ZH, normalize, split_languages, split_sentences, strip_unsupported
-from .validation import check_mode, check_speakable
+from .validation import check_speakable
 
 log = logging.getLogger(__name__)
 
@@ -102,10 +102,6 @@ class EspeakEngine(Engine):
     @property
     def info(self) -> EngineInfo:
         return self._info
-
-    def check(self, request: SynthesisRequest) -> CheckedRequest:
-        check_mode(request.mode, self.MODES, self._info.name)  # names this backend and what it can do
-        return super().check(request)
 
     def _check_model(self, request: CheckedRequest) -> None:
         check_speakable(request.text)

@@ -23,7 +23,7 @@ from ..engine import report
 from ..errors import InvalidRequest
 from ..types import Audio, ProgressCallback
 from .anchors import calibration_key
-from .store import MatchLevel, MatchResult, StyleVoice, VoiceStore, audio_sha256, read_match, write_match
+from .store import MatchLevel, MatchResult, StyleVoice, VoiceStore, read_match, write_match
 from .styles import NAMED_BLENDS, StyleSpace, VoiceStyle, describe
 
 if TYPE_CHECKING:
@@ -121,7 +121,7 @@ class OfflineSpeakers:
         """The style closest to `prompt`, cached per recording; a cached refine result serves quick requests too."""
         level = level or self.match_level
         prompt = audio_utils.check_prompt(prompt)  # the same trim as everywhere, so hashes agree
-        key = audio_sha256(prompt.samples, prompt.sample_rate)
+        key = audio_utils.audio_hash(prompt)
         cached = self.store.cached_match(key, self.fingerprint)
         if cached is not None and (cached.level == "refine" or level == "quick"):
             report(progress, "voice_match", 1.0, "using the cached voice match")

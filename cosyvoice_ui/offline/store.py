@@ -13,33 +13,22 @@ folder by the engine (`register_voice`), not here.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
-import os
 import re
-import tempfile
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
-import numpy as np
 
 from ..errors import InvalidRequest
+from ..files import write_atomic
 from .styles import VoiceStyle
 
 log = logging.getLogger(__name__)
 
 _NAME = re.compile(r"^[\w][\w .\-]{0,63}$")
-
-
-def audio_sha256(samples: np.ndarray, sample_rate: int) -> str:
-    """The cache key of a prompt: sha256 over the float32 samples and the sample rate."""
-    h = hashlib.sha256()
-    h.update(np.ascontiguousarray(samples, dtype=np.float32).tobytes())
-    h.update(str(int(sample_rate)).encode())
-    return h.hexdigest()
 
 
 @dataclass(frozen=True)
@@ -108,14 +97,7 @@ class MatchResult:
 def _write_json(path: Path, data: dict) -> None:
     """Write atomically (temp file + rename) so a crash never leaves half a voice."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f, ensure_ascii=False)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(path, json.dumps(data, ensure_ascii=False).encode("utf-8"))
 
 
 class VoiceStore:

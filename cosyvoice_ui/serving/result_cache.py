@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..types import Audio, SynthesisRequest
+from ..audio import audio_hash
+from ..types import SynthesisRequest
 
 DEFAULT_MAX_BYTES = 256 * 2**20
 
@@ -28,15 +29,6 @@ class CachedResult:
     seed: int
 
 
-def audio_digest(audio: Audio | None) -> str:
-    """sha256 of a recording's samples and rate ("" for none)."""
-    if audio is None:
-        return ""
-    digest = hashlib.sha256(str(int(audio.sample_rate)).encode())
-    digest.update(np.ascontiguousarray(audio.samples, dtype=np.float32).tobytes())
-    return digest.hexdigest()
-
-
 def request_key(model: str, request: SynthesisRequest, voice_tag: str = "", **extra: object) -> str | None:
     """The cache key of a request on `model`, or None when the request must not be cached (no seed).
 
@@ -47,8 +39,8 @@ def request_key(model: str, request: SynthesisRequest, voice_tag: str = "", **ex
         return None
     parts = {
         "model": model, "mode": request.mode.value, "text": request.text, "speaker": request.speaker or "",
-        "voice": voice_tag, "prompt_audio": audio_digest(request.prompt_audio), "prompt_text": request.prompt_text,
-        "instruct_text": request.instruct_text, "source_audio": audio_digest(request.source_audio),
+        "voice": voice_tag, "prompt_audio": audio_hash(request.prompt_audio), "prompt_text": request.prompt_text,
+        "instruct_text": request.instruct_text, "source_audio": audio_hash(request.source_audio),
         "speed": float(request.speed), "seed": int(request.seed), "stream": bool(request.stream),
         "text_frontend": bool(request.text_frontend), "voice_match": request.voice_match, **{k: str(v) for k, v in extra.items()},
     }

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 import shutil
 import threading
@@ -26,6 +25,7 @@ from pathlib import Path
 
 from .. import audio as audio_utils
 from ..errors import CosyVoiceError, InvalidRequest
+from ..files import write_atomic
 from ..types import Audio
 
 log = logging.getLogger(__name__)
@@ -134,7 +134,7 @@ class VoiceLibrary:
             (self.root / DEFAULT_FILE).unlink(missing_ok=True)
             return
         self.require(voice_id)
-        _write_atomic(self.root / DEFAULT_FILE, json.dumps({"id": voice_id}).encode())
+        write_atomic(self.root / DEFAULT_FILE, json.dumps({"id": voice_id}).encode())
 
     def audio(self, voice_id: str) -> Audio:
         """The stored (checked and trimmed) prompt recording."""
@@ -173,7 +173,7 @@ class VoiceLibrary:
         try:
             # float32 keeps the samples exact, so features recomputed later equal the first ones.
             sf.write(folder / PROMPT_FILE, trimmed.samples, trimmed.sample_rate, subtype="FLOAT")
-            _write_atomic(folder / VOICE_FILE, json.dumps(voice.to_dict(), ensure_ascii=False, indent=2).encode())
+            write_atomic(folder / VOICE_FILE, json.dumps(voice.to_dict(), ensure_ascii=False, indent=2).encode())
         except OSError as exc:
             shutil.rmtree(folder, ignore_errors=True)
             raise CosyVoiceError(f"cannot write the voice to {folder} ({exc.strerror})") from exc
@@ -205,8 +205,3 @@ class VoiceLibrary:
                 return self.root / candidate
         raise InvalidRequest("voice_name_taken", f"too many voices are named like {slug!r}; choose another name")
 
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)

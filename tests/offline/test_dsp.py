@@ -9,7 +9,7 @@ from cosyvoice_ui.offline.dsp import (
     drop_long_pauses,
     limit_peak,
     mel_filterbank,
-    normalize_loudness,
+    normalize_rms,
     power_spectrogram,
     resample,
     rms_dbfs,
@@ -75,10 +75,10 @@ def test_power_spectrogram_of_a_tone() -> None:
 
 def test_loudness() -> None:
     x = (0.01 * np.sin(np.linspace(0, 200, 16000))).astype(np.float32)
-    louder = normalize_loudness(x, -20.0)
+    louder = normalize_rms(x, -20.0)
     assert rms_dbfs(louder) == pytest.approx(-20.0, abs=0.01)
     loud = (0.5 * np.sin(np.linspace(0, 200, 16000))).astype(np.float32)
-    assert np.array_equal(normalize_loudness(loud, -30.0, increase_only=True), loud)
+    assert np.array_equal(normalize_rms(loud, -30.0, increase_only=True), loud)
     assert rms_dbfs(np.zeros(10, np.float32)) == float("-inf")
 
 

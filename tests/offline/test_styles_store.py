@@ -10,7 +10,9 @@ import pytest
 
 from cosyvoice_ui.errors import InvalidRequest
 from cosyvoice_ui.offline.styles import MAX_OFFSET, StyleSpace, VoiceStyle, describe
-from cosyvoice_ui.offline.store import MatchResult, VoiceStore, audio_sha256, read_match, write_match
+from cosyvoice_ui.audio import audio_hash
+from cosyvoice_ui.offline.store import MatchResult, VoiceStore, read_match, write_match
+from cosyvoice_ui.types import Audio
 
 NAMES = ("v_a", "v_b", "v_c")
 
@@ -120,9 +122,9 @@ def test_store_skips_corrupt_files(tmp_path: Path) -> None:
 def test_match_cache(tmp_path: Path) -> None:
     store = VoiceStore(tmp_path)
     samples = np.linspace(-1, 1, 100, dtype=np.float32)
-    key = audio_sha256(samples, 16000)
-    assert key != audio_sha256(samples, 24000)  # the rate is part of the key
-    assert key != audio_sha256(samples[::-1].copy(), 16000)
+    key = audio_hash(Audio(samples, 16000))
+    assert key != audio_hash(Audio(samples, 24000))  # the rate is part of the key
+    assert key != audio_hash(Audio(samples[::-1].copy(), 16000)) and audio_hash(None) == ""
     assert store.cached_match(key) is None
     style = VoiceStyle(weights={"v_c": 1.0})
     store.cache_match(key, MatchResult(style, 0.7, 0.5, "v_a", "refine", evaluations=9, seconds=3.0))
