@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -11,10 +12,14 @@ SHARED_FIXTURES = REPO.parent / "shared" / "fixtures"
 
 
 def fixture_dir(name: str) -> Path:
-    """The golden folder `name`, or skip the test with the reason when ../shared is not beside the repo."""
+    """The golden folder `name`. Without ../shared beside the repo the test is skipped with the reason,
+    except under CI (CI=true), where golden data must be there: a missing folder fails the run."""
     path = SHARED_FIXTURES / name
     if not path.is_dir():
-        pytest.skip(f"golden fixtures not found at ../shared/fixtures/{name} (clone the shared data beside the repo)")
+        reason = f"golden fixtures not found at ../shared/fixtures/{name} (clone the shared data beside the repo)"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(reason)
+        pytest.skip(reason)
     return path
 
 
