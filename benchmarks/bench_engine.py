@@ -41,9 +41,10 @@ if str(REPO) not in sys.path:
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
-from cosyvoice_ui.cosyvoice.families import UPSTREAM_STREAMING_V1, VARIANT_FILE  # noqa: E402
-from cosyvoice_ui.cosyvoice.loader import load_cosyvoice  # noqa: E402
-from cosyvoice_ui.cosyvoice.models.speed import FastSettings, PackedLinear  # noqa: E402
+from cosyvoice_ui.cosyvoice.engine import load_engine  # noqa: E402
+from cosyvoice_ui.cosyvoice.families import VARIANT_FILE  # noqa: E402
+from cosyvoice_ui.cosyvoice.models.linears import PackedLinear  # noqa: E402
+from cosyvoice_ui.cosyvoice.precision import FastSettings  # noqa: E402
 from cosyvoice_ui.testing.signals import voice_clip  # noqa: E402
 
 from workload import Workload, build_input, render_offline, render_streaming  # noqa: E402
@@ -171,11 +172,11 @@ def run(args: argparse.Namespace, scratch: Path) -> dict:
     machine = measure_machine(args.threads, small=args.tiny)
 
     start = time.perf_counter()
-    engine = load_cosyvoice(folder, device="cpu", precision=args.precision, threads=args.threads,
-                            n_timesteps=args.n_timesteps)
+    engine = load_engine(folder, device="cpu", precision=args.precision, threads=args.threads,
+                         n_timesteps=args.n_timesteps)
     load_s = time.perf_counter() - start
     if args.upstream_schedule:
-        engine.streaming_spec = UPSTREAM_STREAMING_V1
+        engine.streaming_spec = engine.folder.family.upstream_streaming
 
     voice = voice_clip(workload.prompt_seconds)
     start = time.perf_counter()
@@ -252,7 +253,7 @@ def run(args: argparse.Namespace, scratch: Path) -> dict:
     if args.deviation:
         from deviation import fast_deviation
 
-        stock = engine if args.precision == "stock" else load_cosyvoice(folder, device="cpu", precision="stock")
+        stock = engine if args.precision == "stock" else load_engine(folder, device="cpu", precision="stock")
         result["deviation_fast_vs_stock"] = fast_deviation(stock, model_input, tokens, FastSettings(), args.seed)
     return result
 

@@ -22,11 +22,9 @@ from dataclasses import asdict
 import torch
 
 from cosyvoice_ui.cosyvoice.checkpoint import read_state_dict
-from cosyvoice_ui.cosyvoice.models.llm import load_llm
 from cosyvoice_ui.cosyvoice.models.nsf import NSFNoise
-from cosyvoice_ui.cosyvoice.models.speed import (Bf16Estimator, FastSettings, bf16_hift_decoder, bf16_is_native,
-                                                 fuse_qkv_projections, quantize_linears_int8)
-from cosyvoice_ui.cosyvoice.streaming import TokenToWave
+from cosyvoice_ui.cosyvoice.precision import FastSettings, bf16_is_native
+from cosyvoice_ui.cosyvoice.registry import backend_for
 
 
 class FixedDraws:
@@ -47,8 +45,9 @@ class FixedDraws:
 
 def _render(engine, model_input, tokens: torch.Tensor, draws: FixedDraws) -> tuple[torch.Tensor, torch.Tensor]:
     trace: list[dict] = []
-    render = TokenToWave(engine.flow, engine.hift, engine.config_streaming, engine._flow_prompt(model_input), None,
-                         engine.n_timesteps, draws=draws, trace=trace)
+    render = engine.chunker.renderer(engine.flow, engine.hift, engine.config_streaming,
+                                     engine._flow_prompt(model_input), None, engine.n_timesteps, draws=draws,
+                                     trace=trace)
     with torch.inference_mode():
         wave = render(tokens, True)
     return trace[0]["flow_mel"], wave.reshape(-1)
@@ -75,13 +74,16 @@ def flow_deviation(engine, model_input, tokens: list[int], fast: FastSettings, s
     ids = torch.tensor([tokens], dtype=torch.long)
     frames = model_input.prompt_mel.size(1) + engine.flow.generated_frames(len(tokens))
     draws = FixedDraws(seed, frames, model_input.prompt_mel.size(2))
+    # The variants swap the flow's estimator and the vocoder for converted copies (a measurement tool may
+    # reach in; the engine never does), and put the stock ones back at the end.
     saved = (engine.n_timesteps, engine.flow_prompt_seconds, engine.flow.decoder.estimator, engine.hift)
     bf16 = hift16 = None
     if fast.bf16_estimator and bf16_is_native():
-        bf16 = Bf16Estimator(copy.deepcopy(engine.flow.decoder.estimator), fast.matmul_attention)
+        bf16 = copy.deepcopy(engine.flow.estimator)
+        bf16.to_bf16(matmul_attention=fast.matmul_attention)
     if fast.bf16_hift and bf16_is_native():
         hift16 = copy.deepcopy(engine.hift)
-        bf16_hift_decoder(hift16)
+        hift16.set_conv_dtype(torch.bfloat16)
     variants = {
         "stock, other noise seed": {"draws": FixedDraws(seed + 100, frames, model_input.prompt_mel.size(2))},
         f"{fast.n_timesteps} flow steps": {"n_timesteps": fast.n_timesteps},
@@ -111,9 +113,10 @@ def flow_deviation(engine, model_input, tokens: list[int], fast: FastSettings, s
 
 def llm_deviation(engine, model_input, tokens: list[int]) -> dict[str, float]:
     """Teacher-forced agreement of the int8 LLM (loaded afresh from the folder) with the stock one."""
-    int8 = load_llm(engine.config.llm, read_state_dict(engine.folder.path / "llm.pt"))
-    fuse_qkv_projections(int8)  # as apply_precision does
-    quantize_linears_int8(int8, skip=("spk_embed_affine_layer",))
+    backend = backend_for(engine.folder.family)
+    int8 = backend.load_llm(engine.config.llm, read_state_dict(engine.folder.path / "llm.pt"))
+    int8.fuse_qkv()  # as apply_precision does
+    int8.quantize_int8()
     args = (model_input.text, model_input.prompt_text, model_input.llm_prompt_tokens, model_input.llm_embedding,
             torch.tensor([tokens], dtype=torch.long))
     with torch.inference_mode():

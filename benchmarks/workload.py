@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from cosyvoice_ui.cosyvoice.frontend.inputs import ModelInput, assemble
 from cosyvoice_ui.cosyvoice.frontend.prompt import PromptFeatures
+from cosyvoice_ui.cosyvoice.recipes import ModelInput
 from cosyvoice_ui.types import Mode
 
 TEXT = ("The quick brown fox jumps over the lazy dog while the orchestra tunes up, and everyone in the hall "
@@ -57,7 +57,7 @@ def build_input(engine, features: PromptFeatures, workload: Workload) -> ModelIn
     prompt_ids = _fit_ids(engine.tokenizer.encode(PROMPT_TEXT), workload.prompt_text_tokens)
     prompt = PromptFeatures(_fit_time(features.speech_tokens, workload.prompt_speech_tokens),
                             _fit_time(features.mel, workload.prompt_mel_frames), features.embedding)
-    return assemble(Mode.ZERO_SHOT, ids, engine.config.mel.num_mels, prompt_text_ids=prompt_ids, prompt=prompt)
+    return engine.recipe.assemble(Mode.ZERO_SHOT, ids, prompt_text_ids=prompt_ids, prompt=prompt)
 
 
 @dataclass

@@ -28,7 +28,8 @@ from cosyvoice_ui.serving.manager import ModelManager
 from cosyvoice_ui.web.server import create_manager
 from cosyvoice_ui.settings import Settings
 from cosyvoice_ui.testing.signals import voice_clip
-from cosyvoice_ui.types import Audio, AudioChunk, EngineInfo, Mode, SynthesisRequest
+from cosyvoice_ui.testing.fakes import FakeEngine
+from cosyvoice_ui.types import Audio, Mode
 
 TRANSCRIPT = "希望你以后能够做的比我还好呦。"
 
@@ -42,41 +43,14 @@ def wav_b64(audio: Audio) -> str:
 PROMPT_B64 = wav_b64(voice_clip(4.0))
 
 
-class FakeEngine(Engine):
-    """Deterministic noise per seed, `chunks` chunks; with `gate`, chunk 2 waits until the gate opens."""
-
-    def __init__(self, chunks: int = 3, gate: threading.Event | None = None, modes=(Mode.SFT, Mode.ZERO_SHOT,
-                 Mode.CROSS_LINGUAL, Mode.VC)) -> None:
-        self._info = EngineInfo("fake-model", "fake", 16000, tuple(modes), speakers=("alice", "bob"))
-        self.chunks = chunks
-        self.gate = gate
-        self.calls = 0
-        self.second_chunk_started = threading.Event()
-        self.finished = threading.Event()
-        self.cancelled = threading.Event()
-
-    @property
-    def info(self) -> EngineInfo:
-        return self._info
-
-    def _synthesize(self, request, progress, cancel):
-        self.calls += 1
-        rng = np.random.default_rng(request.seed)
-        for i in range(self.chunks):
-            if i == 1:
-                self.second_chunk_started.set()
-                if self.gate is not None:
-                    self.gate.wait(5.0)
-            if cancel is not None and cancel.is_set():
-                self.cancelled.set()
-                return
-            samples = (0.1 * rng.standard_normal(1600)).astype(np.float32)
-            yield AudioChunk(samples, 16000, 0, 1, i == self.chunks - 1, request.text)
-        self.finished.set()
+def api_engine(**options) -> FakeEngine:
+    """The shared fake as these tests use it: presets alice and bob, 3 chunks of 0.1 s of seeded noise."""
+    return FakeEngine(**{"name": "fake-model", "modes": (Mode.SFT, Mode.ZERO_SHOT, Mode.CROSS_LINGUAL, Mode.VC),
+                         "speakers": ("alice", "bob"), "chunks": 3, "chunk_samples": 1600, **options})
 
 
 def fake_client(tmp_path: Path, engine: Engine | None = None, **settings) -> tuple[TestClient, ModelManager, Engine]:
-    engine = engine or FakeEngine()
+    engine = engine or api_engine()
     options = {"voices_dir": tmp_path / "voices", "idle_unload_s": 0, **settings}
     config = Settings(**options)
     manager = ModelManager("fake", loader=lambda mid, options, progress: engine, idle_unload_s=0,
@@ -326,7 +300,7 @@ def test_health_reports_unloaded_before_first_use(tmp_path: Path) -> None:
 
 def test_stream_starts_before_synthesis_ends(tmp_path: Path) -> None:
     gate = threading.Event()
-    engine = FakeEngine(chunks=3, gate=gate)
+    engine = api_engine(chunks=3, gate=gate)
     client, _, _ = fake_client(tmp_path, engine)
     with client.stream("POST", "/tts", json={"text": "hi", "speaker": "alice", "stream": True,
                                              "format": "pcm", "seed": 1}) as response:
@@ -341,7 +315,7 @@ def test_stream_starts_before_synthesis_ends(tmp_path: Path) -> None:
 
 def test_client_leaving_a_stream_frees_the_queue(tmp_path: Path) -> None:
     gate = threading.Event()
-    engine = FakeEngine(chunks=3, gate=gate)
+    engine = api_engine(chunks=3, gate=gate)
     client, manager, _ = fake_client(tmp_path, engine)
     with client.stream("POST", "/tts", json={"text": "hi", "speaker": "alice", "stream": True, "format": "pcm"}) as r:
         next(r.iter_bytes())
@@ -413,6 +387,15 @@ def test_upload_cap(tmp_path: Path) -> None:
     assert client.post("/tts", json={"text": "hi", "speaker": "alice"}).status_code == 200
 
 
+def test_decoded_recording_over_the_cap_is_413(tmp_path: Path) -> None:
+    """The service's own cap (the Gradio API has no upload middleware) answers like the middleware's."""
+    client, _, _ = fake_client(tmp_path)
+    client.app.state.api.max_upload_bytes = 1000
+    response = client.post("/tts", json={"text": "hi", "prompt_audio": PROMPT_B64, "prompt_text": "x"})
+    assert error_of(response) == (413, "payload_too_large") and "MB" in response.json()["error"]["message"]
+    assert response.json()["error"]["type"] == "invalid_request_error" and response.json()["error"]["param"] is None
+
+
 def test_blocked_words(tmp_path: Path) -> None:
     words = tmp_path / "blocked.txt"
     words.write_text("# comment\nForbidden Phrase\n\nbadword\n", encoding="utf-8")
@@ -426,12 +409,14 @@ def test_blocked_words(tmp_path: Path) -> None:
 
 def test_queue_full_and_model_load_failure(tmp_path: Path) -> None:
     full, _, _ = fake_client(tmp_path, queue_size=0)
-    assert error_of(full.post("/tts", json={"text": "hi", "speaker": "alice"})) == (503, "queue_full")
+    busy = full.post("/tts", json={"text": "hi", "speaker": "alice"})
+    assert error_of(busy) == (503, "queue_full") and busy.headers["retry-after"] == "5"
+    assert busy.json()["error"]["type"] == "server_error"
 
     def broken(mid, options, progress):
         raise ConfigError("llm.pt is missing; download the model again")
 
-    manager = ModelManager("fake", loader=broken, idle_unload_s=0, describe_model=lambda mid: FakeEngine().info)
+    manager = ModelManager("fake", loader=broken, idle_unload_s=0, describe_model=lambda mid: api_engine().info)
     app = FastAPI()
     add_routes(app, manager, Settings(voices_dir=tmp_path / "v"))
     response = TestClient(app).post("/tts", json={"text": "hi", "speaker": "alice"})
@@ -490,3 +475,51 @@ def test_ui_and_api_share_one_app(tiny_sft: Path, tmp_path: Path) -> None:
     assert "/docs-assets/swagger-ui-bundle.js" in client.get("/docs").text  # not shadowed by the UI at "/"
     assert client.get("/docs-assets/swagger-ui.css").status_code == 200
     assert client.app.state.manager is client.app.state.api.manager  # one manager (and queue) for both
+
+
+class RecordingEngine(FakeEngine):
+    """A FakeEngine that keeps every request its synthesis received."""
+
+    def __init__(self) -> None:
+        super().__init__(speakers=("alice", "bob"))
+        self.received: list = []
+
+    def _synthesize(self, request, progress, cancel):
+        self.received.append(request)
+        yield from super()._synthesize(request, progress, cancel)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_request_is_checked_once(tmp_path: Path, monkeypatch, stream: bool) -> None:
+    """The service checks against the model's description before queueing; the engine runs that checked
+    request without repeating the shared checks."""
+    import cosyvoice_ui.api.service as service_module
+    import cosyvoice_ui.engine as engine_module
+    from cosyvoice_ui.types import CheckedRequest
+
+    calls = {"service": 0, "engine": 0}
+
+    def counting(where, check):
+        def wrapper(*args, **kwargs):
+            calls[where] += 1
+            return check(*args, **kwargs)
+        return wrapper
+
+    monkeypatch.setattr(service_module, "check_request", counting("service", service_module.check_request))
+    monkeypatch.setattr(engine_module, "check_request", counting("engine", engine_module.check_request))
+    engine = RecordingEngine()
+    client, _, _ = fake_client(tmp_path, engine)
+    response = client.post("/tts", json={"text": "Once only.", "speaker": "alice", "stream": stream,
+                                         "format": "pcm" if stream else "wav"})
+    assert response.status_code == 200, response.text
+    assert calls == {"service": 1, "engine": 0}
+    [ran] = engine.received
+    assert isinstance(ran, CheckedRequest) and ran.checked_against == engine.info
+    assert ran.seed == int(response.headers["x-seed"])  # the seed is part of the request that was checked
+
+
+def test_bad_request_is_refused_before_the_model_loads(tmp_path: Path) -> None:
+    client, manager, engine = fake_client(tmp_path)
+    assert error_of(client.post("/tts", json={"text": "hi", "speaker": "alice", "speed": 9})) == \
+        (422, "speed_out_of_range")
+    assert manager.loaded is None and engine.calls == 0

@@ -39,7 +39,7 @@ def test_tiny_benchmark_reports_every_key() -> None:
 def test_tiny_benchmark_fast_mode_and_deviation() -> None:
     result = _bench("--precision", "fast", "--deviation", "--stream-runs", "0")
     assert result["precision"] == "fast"
-    assert result["engine"]["llm"].startswith("int8") and result["engine"]["flow_steps"] == "4"
+    assert result["engine"]["llm"].startswith("int8") and result["engine"]["flow_steps"] == 4
     assert result["first_chunk_s"] is None  # streaming skipped
     deviation = result["deviation_fast_vs_stock"]
     assert "fast (all token-to-wave changes)" in deviation["flow"]

@@ -66,3 +66,20 @@ def test_fixture_yaml_parses(v1_fixture: Path) -> None:
     cfg = parse_v1(read_yaml(v1_fixture / "cosyvoice.yaml"))
     assert cfg.llm_class == "cosyvoice.llm.llm.TransformerLM"
     assert cfg.llm.llm.num_blocks == 3 and cfg.flow.cfm.estimator.channels == (32, 32)
+
+
+def test_facts_the_yaml_lacks_come_from_the_family(v1_fixture: Path) -> None:
+    from cosyvoice_ui.cosyvoice.families import V1
+
+    cfg = parse_v1(read_yaml(v1_fixture / "cosyvoice.yaml"))
+    assert cfg.flow.mel_rate == V1.mel_rate and cfg.sample_rate == V1.sample_rate
+    assert cfg.estimator_class == "cosyvoice.flow.decoder.ConditionalDecoder"
+    assert cfg.flow_class == "cosyvoice.flow.flow.MaskedDiffWithXvec"
+
+
+def test_unsupported_encoder_options_are_named(tmp_path: Path) -> None:
+    text = v1_yaml(FULL_SIZE).replace("macaron_style: False", "macaron_style: True", 1)
+    assert text != v1_yaml(FULL_SIZE)
+    (tmp_path / "cosyvoice.yaml").write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigError, match="macaron"):
+        parse_v1(read_yaml(tmp_path / "cosyvoice.yaml"))

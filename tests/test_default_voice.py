@@ -28,7 +28,7 @@ from cosyvoice_ui.types import EngineInfo, Mode, SynthesisRequest
 from cosyvoice_ui.serving.voice_aliases import OPENAI_VOICES, VoiceAliases, default_aliases
 from cosyvoice_ui.serving.voices import VoiceLibrary
 
-from .test_api import FakeEngine, error_of, fake_client
+from .test_api import api_engine, error_of, fake_client
 
 V1_SFT = EngineInfo("CosyVoice-300M-SFT", "v1", 22050, (Mode.SFT, Mode.ZERO_SHOT, Mode.CROSS_LINGUAL, Mode.VC),
                     speakers=("中文女", "中文男", "日语男", "粤语女", "英文女", "英文男", "韩语女"))
@@ -301,8 +301,7 @@ def test_cli_voices_default_marks_and_clears(tmp_path: Path, capsys) -> None:
 
 
 def test_fake_engine_without_presets_has_no_default_and_says_so(tmp_path: Path) -> None:
-    engine = FakeEngine(modes=(Mode.SFT,))
-    engine._info = EngineInfo("bare", "fake", 16000, (Mode.SFT,))
+    engine = api_engine(modes=(Mode.SFT,), speakers=())
     client, _, _ = fake_client(tmp_path, engine=engine)
     response = client.post("/v1/audio/speech", json={"input": "hi"})
     assert error_of(response) == (422, "voice_missing")

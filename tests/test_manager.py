@@ -55,7 +55,7 @@ def test_unload_after_idle_and_reload_on_next_request() -> None:
 
 
 def test_long_job_is_not_unloaded_midway() -> None:
-    manager, made = fake_manager(idle=0.2, chunk_delay_s=0.0, chunks_per_request=5)
+    manager, made = fake_manager(idle=0.2, chunk_delay_s=0.0, chunks=5)
     manager.engine()
     made[0].release.clear()  # the job stalls between chunks, far longer than the idle time
     result: list[int] = []

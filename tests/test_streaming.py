@@ -10,7 +10,6 @@ import torch
 
 from cosyvoice_ui import load_engine
 from cosyvoice_ui.cosyvoice.families import LOW_LATENCY_STREAMING_V1, UPSTREAM_STREAMING_V1, V1, StreamingSpec
-from cosyvoice_ui.cosyvoice.frontend.inputs import assemble
 from cosyvoice_ui.cosyvoice.streaming import stream_tokens
 from cosyvoice_ui.testing.signals import voice_clip
 from cosyvoice_ui.types import Mode
@@ -30,7 +29,12 @@ def _chunk_sizes(spec: StreamingSpec, n_tokens: int) -> list[tuple[int, bool]]:
 
 
 def test_upstream_schedule_is_kept_for_parity() -> None:
-    assert UPSTREAM_STREAMING_V1 == StreamingSpec()
+    # cosyvoice-models.md §7.3: hop 100 + overlap 20 tokens, 34 mel frames overlap, 20 frames / 5120 samples cached.
+    assert UPSTREAM_STREAMING_V1 == StreamingSpec(token_min_hop_len=100, token_max_hop_len=200, token_overlap_len=20,
+                                                  mel_overlap_len=34, mel_cache_len=20, source_cache_len=5120,
+                                                  stream_scale_factor=1.0, token_first_hop_len=100,
+                                                  pre_lookahead_len=0)
+    assert V1.upstream_streaming is UPSTREAM_STREAMING_V1
     assert _chunk_sizes(UPSTREAM_STREAMING_V1, 300) == [(120, False), (120, False), (100, True)]
 
 
@@ -48,8 +52,8 @@ def test_default_schedule_sends_a_short_first_chunk_then_upstream_hops() -> None
 def engine_and_input(tiny_base: Path):
     engine = load_engine(tiny_base, device="cpu")
     features = engine.encode_voice(voice_clip(4.0))
-    model_input = assemble(Mode.ZERO_SHOT, engine.tokenizer.encode("How are you today, my friend?"), 80,
-                           prompt_text_ids=engine.tokenizer.encode("A short prompt."), prompt=features)
+    model_input = engine.recipe.assemble(Mode.ZERO_SHOT, engine.tokenizer.encode("How are you today, my friend?"),
+                                         prompt_text_ids=engine.tokenizer.encode("A short prompt."), prompt=features)
     return engine, model_input
 
 

@@ -1,4 +1,5 @@
-"""REST API protection: API keys, per-client rate limit, upload size cap, blocked words.
+"""REST API protection: API keys, per-client rate limit, upload size cap (the blocked-words policy is
+content, not protection: `content_policy.py`).
 
 Policy:
 - keys configured (`--api-key` / COSYVOICE_API_KEYS) → every protected route needs one
@@ -16,26 +17,12 @@ import secrets
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
-from pathlib import Path
+from collections.abc import Callable
 
-from ..errors import ConfigError, InvalidRequest
+from .errors import ApiError
 from ..settings import Settings
 
 API_PREFIXES = ("/tts", "/v1/")
-
-
-class ApiError(Exception):
-    """An HTTP error the API returns as `{"error": {"code", "message"}}` with `status`."""
-
-    def __init__(self, status: int, code: str, message: str, headers: dict[str, str] | None = None,
-                 param: str | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.message = message
-        self.headers = headers or {}
-        self.param = param  # the request field at fault, when one is (OpenAI's error shape has it)
 
 
 class RateLimiter:
@@ -116,35 +103,6 @@ class Guard:
         return client
 
 
-# --- blocked words ------------------------------------------------------------------------------------
-
-
-def load_blocked_words(path: Path | None) -> tuple[str, ...]:
-    """Words/phrases from a UTF-8 file, one per line (blank lines and '#' comments ignored), lower-cased."""
-    if path is None:
-        return ()
-    try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read the --blocked-words file {path} ({exc}); fix the path or remove the flag") \
-            from exc
-    return tuple(w.strip().casefold() for w in lines if w.strip() and not w.lstrip().startswith("#"))
-
-
-def check_blocked(texts: Iterable[str], words: tuple[str, ...]) -> None:
-    """Raise InvalidRequest("blocked_words") when any text contains a blocked word (case-insensitive).
-
-    The message does not repeat the word, so the list cannot be probed word by word.
-    """
-    if not words:
-        return
-    for text in texts:
-        folded = (text or "").casefold()
-        if folded and any(word in folded for word in words):
-            raise InvalidRequest("blocked_words", "the text contains a word or phrase this server does not allow; "
-                                 "rephrase it")
-
-
 # --- upload size cap (ASGI middleware) --------------------------------------------------------------------
 
 
@@ -194,7 +152,8 @@ class UploadLimit:
 
         limit_mb = self.max_bytes / 2**20
         payload = json.dumps({"error": {"code": "payload_too_large", "message": f"the request body is larger than "
-                                        f"the {limit_mb:g} MB limit (--max-upload-mb); send a shorter recording"}})
+                                        f"the {limit_mb:g} MB limit (--max-upload-mb); send a shorter recording",
+                                        "type": "invalid_request_error", "param": None}})
         await send({"type": "http.response.start", "status": 413,
                     "headers": [(b"content-type", b"application/json"), (b"connection", b"close")]})
         await send({"type": "http.response.body", "body": payload.encode()})

@@ -1,7 +1,9 @@
-"""What the REST routes do, without HTTP: turn API bodies into `SynthesisRequest`s, run them through
+"""What the REST routes do, without HTTP: turn API bodies into checked requests, run them through
 the shared `ModelManager` queue, serve repeats from the result cache, manage saved voices.
 
-The routes in `api.py` only parse, call one method here and shape the response.
+The routes (`routes.py`) only parse, call one method here and shape the response. Failures are domain
+errors (below, and `InvalidRequest`); `errors.py` maps them to status codes. Nothing here imports
+FastAPI or Starlette (a test checks it), so the Gradio API runs the same service.
 """
 
 from __future__ import annotations
@@ -18,16 +20,15 @@ from pathlib import Path
 import numpy as np
 
 from .. import audio as audio_utils
-from .security import ApiError, check_blocked, load_blocked_words
+from .content_policy import check_blocked, load_blocked_words
 from .stream import STREAM_FORMATS, LiveJob
 from ..serving.default_voice import DEFAULT_NAME, VoiceRef, VoiceResolver
 from ..errors import CosyVoiceError, InvalidRequest
-from ..cosyvoice.families import model_that_can
 from ..serving.manager import ModelManager
 from ..serving.result_cache import CachedResult, ResultCache, request_key
 from ..settings import Settings
-from ..types import Audio, EngineInfo, Mode, SynthesisRequest
-from ..validation import check_request, infer_mode
+from ..types import Audio, CheckedRequest, EngineInfo, Mode, SynthesisRequest
+from ..validation import check_request, infer_mode, mode_hint
 from ..serving.voice_aliases import GENERIC_MODELS, OPENAI_MODELS, VoiceAliases
 from ..serving.voice_service import delete_voice, save_voice
 from ..serving.voices import SavedVoice, VoiceLibrary
@@ -35,13 +36,59 @@ from ..serving.voices import SavedVoice, VoiceLibrary
 log = logging.getLogger(__name__)
 
 VOICE_MODES = (Mode.ZERO_SHOT, Mode.CROSS_LINGUAL, Mode.VC)
+QUEUE_RETRY_S = 5
+
+
+# --- domain errors: what went wrong, in the service's words (`errors.py` gives each its status) ----------
+
+
+class PayloadTooLarge(InvalidRequest):
+    """A recording is over the upload limit."""
+
+    def __init__(self, message: str, **params: object) -> None:
+        super().__init__("payload_too_large", message, **params)
+
+
+class VoiceNotFound(InvalidRequest):
+    """A saved voice named in the path does not exist (a voice named in a body is `voice_unknown`)."""
+
+    def __init__(self, message: str, **params: object) -> None:
+        super().__init__("voice_not_found", message, **params)
+
+
+class ModelNotFound(InvalidRequest):
+    """The `model` a request names is not one this server accepts."""
+
+    def __init__(self, message: str, **params: object) -> None:
+        super().__init__("model_not_found", message, **params)
+
+
+class QueueFull(CosyVoiceError):
+    """Too many jobs are waiting; the client should retry after `retry_after_s` seconds."""
+
+    code = "queue_full"
+
+    def __init__(self, message: str, retry_after_s: int = QUEUE_RETRY_S) -> None:
+        super().__init__(message)
+        self.message = message
+        self.retry_after_s = retry_after_s
+
+
+class ModelUnavailable(CosyVoiceError):
+    """The model cannot be described or loaded (missing files, bad folder)."""
+
+    code = "model_unavailable"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
 
 
 @dataclass(frozen=True)
 class Prepared:
     """A validated request, ready to run: the engine request (seed always set) and how to deliver it."""
 
-    request: SynthesisRequest
+    request: CheckedRequest
     voice: SavedVoice | None
     fmt: str
     normalize: bool
@@ -62,7 +109,8 @@ class Finished:
 class ApiService:
     """Request building, validation, queueing, caching and saved voices for the REST API.
 
-    Not responsible for HTTP details (routes, status codes, streaming bodies: `api.py`, `api_stream.py`).
+    Not responsible for HTTP details (routes, status codes, streaming bodies: `routes.py`, `errors.py`,
+    `stream.py`).
     """
 
     def __init__(self, manager: ModelManager, settings: Settings, library: VoiceLibrary | None = None,
@@ -90,8 +138,9 @@ class ApiService:
                 raise InvalidRequest("audio_not_base64", f"{what} must be a base64-encoded audio file (wav, flac, "
                                      "mp3 or ogg)", what=what) from None
         if len(data) > self.max_upload_bytes:
-            raise ApiError(413, "payload_too_large", f"the {what} is {len(data) / 2**20:.1f} MB; the limit is "
-                           f"{self.settings.max_upload_mb:g} MB (--max-upload-mb)")
+            raise PayloadTooLarge(f"the {what} is {len(data) / 2**20:.1f} MB; the limit is "
+                                  f"{self.settings.max_upload_mb:g} MB (--max-upload-mb)",
+                                  size_mb=round(len(data) / 2**20, 1), limit_mb=self.settings.max_upload_mb)
         return audio_utils.read_audio(data, what=what)
 
     def saved_voice(self, voice_id: str, mode: Mode) -> SavedVoice:
@@ -147,7 +196,7 @@ class ApiService:
         else:
             if instructions:
                 raise InvalidRequest("instructions_need_preset", "instructions work with a preset speaker of an "
-                                     f"instruct model ({model_that_can(Mode.INSTRUCT)}), not with a cloned voice; "
+                                     f"instruct model ({mode_hint(Mode.INSTRUCT)}), not with a cloned voice; "
                                      "drop `instructions` or choose a preset voice", what="instructions")
             voice = self.library.require(ref.id) if ref.kind == "saved" else None
             mode = Mode.ZERO_SHOT if ref.transcript else Mode.CROSS_LINGUAL
@@ -192,6 +241,13 @@ class ApiService:
         raise InvalidRequest("voice_unknown", f"unknown voice {name!r}; this server's voices: {known} (and the "
                              "OpenAI names, see GET /v1/audio/voices)", voice=name, what="voice")
 
+    def require_info(self) -> EngineInfo:
+        """The model's description (read without loading it); `ModelUnavailable` when it cannot be read."""
+        info = self.manager.info()
+        if info is None:
+            raise ModelUnavailable(f"the model cannot be read: {self.manager.status().error}")
+        return info
+
     def model_names(self, info: EngineInfo | None) -> tuple[str, ...]:
         """The `model` values /v1/audio/speech accepts: OpenAI's TTS models and this server's model."""
         names = list(OPENAI_MODELS + GENERIC_MODELS)
@@ -203,8 +259,8 @@ class ApiService:
     def check_model(self, model: str, info: EngineInfo | None) -> None:
         model = (model or "").strip()
         if model and model not in self.model_names(info) and model.lower() not in OPENAI_MODELS:
-            raise ApiError(404, "model_not_found", f"unknown model {model!r}; this server accepts "
-                           f"{', '.join(self.model_names(info))}", param="model")
+            raise ModelNotFound(f"unknown model {model!r}; this server accepts "
+                                f"{', '.join(self.model_names(info))}", param="model")
 
     def voice_listing(self) -> dict:
         """Every name `voice` accepts now: presets, saved voices, the default and the OpenAI aliases."""
@@ -236,16 +292,18 @@ class ApiService:
             raise InvalidRequest("speaker_missing", f"{request.mode.value} needs a preset speaker: set `speaker` to "
                                  f"one of {', '.join(info.speakers)} (or send a voice to clone: voice_id or "
                                  "prompt_audio)")
-        check_request(request, info, self.settings.max_text_chars,
-                      saved_voices=self.library.ids() + self.voices.usable_ids(), needs=model_that_can(request.mode))
-        if voice is not None and request.mode is Mode.ZERO_SHOT and request.prompt_audio is None \
-                and not (request.prompt_text.strip() or voice.transcript):
+        seed_given = request.seed is not None
+        if not seed_given:  # set before the check, so the checked request is exactly the one that runs
+            request = replace(request, seed=secrets.randbits(31))
+        # The one full check, against the model's description: bad requests stop before any model load, and
+        # the engine skips these checks for a request checked against its own `info`.
+        checked = check_request(request, info, self.settings.max_text_chars,
+                                saved_voices=self.library.ids() + self.voices.usable_ids())
+        if voice is not None and checked.mode is Mode.ZERO_SHOT and checked.prompt_audio is None \
+                and not (checked.prompt_text.strip() or voice.transcript):
             raise InvalidRequest("transcript_missing", f"saved voice {voice.id!r} has no transcript; use "
                                  "cross_lingual mode, or pass prompt_text")
-        seed_given = request.seed is not None
-        if not seed_given:
-            request = replace(request, seed=secrets.randbits(31))
-        return Prepared(request, voice, fmt, normalize, seed_given, ref)
+        return Prepared(checked, voice, fmt, normalize, seed_given, ref)
 
     # --- running --------------------------------------------------------------------------------------
 
@@ -266,11 +324,10 @@ class ApiService:
             return Finished(hit.samples, hit.sample_rate, hit.seed, True)
         self._check_queue()
         with self.manager.job() as engine:
-            self._ensure_voice(engine, job)
-            engine.check(job.request)
+            checked = self._engine_check(engine, job)
             rate = engine.info.sample_rate
-            pieces = [chunk.samples for chunk in engine.synthesize(job.request)]
-        samples = np.concatenate(pieces) if pieces else np.zeros(0, np.float32)
+            pieces = [chunk.samples for chunk in engine.synthesize(checked)]
+        samples = audio_utils.join_chunks(pieces)
         if job.normalize:
             samples = audio_utils.normalize_loudness(samples, rate)
         self.cache.put(key, samples, rate, job.request.seed)
@@ -287,9 +344,8 @@ class ApiService:
         cancel = threading.Event()
         try:
             engine = stack.enter_context(self.manager.job(cancel=cancel))
-            self._ensure_voice(engine, job)
-            engine.check(job.request)
-            chunks = engine.synthesize(job.request, cancel=cancel)
+            checked = self._engine_check(engine, job)
+            chunks = engine.synthesize(checked, cancel=cancel)
             first = next(chunks, None)
             return LiveJob(engine.info.sample_rate, first, chunks, stack, cancel)
         except BaseException:
@@ -302,8 +358,12 @@ class ApiService:
     def _check_queue(self) -> None:
         queued = self.manager.status().queued
         if queued >= self.settings.queue_size:
-            raise ApiError(503, "queue_full", f"{queued} jobs are waiting already; retry shortly",
-                           {"Retry-After": "5"})
+            raise QueueFull(f"{queued} jobs are waiting already; retry shortly")
+
+    def _engine_check(self, engine, job: Prepared) -> CheckedRequest:
+        """Inside the job: register the voice, then the engine's own check, once (its result is what runs)."""
+        self._ensure_voice(engine, job)
+        return engine.check(job.request)
 
     def _ensure_voice(self, engine, job: Prepared) -> None:
         if job.voice is not None:
@@ -324,8 +384,29 @@ class ApiService:
             raise InvalidRequest("prompt_missing", "no audio was sent: add the recording of the voice (3-30 s)")
         return save_voice(self.manager, self.library, name, audio, transcript)
 
-    def remove_voice(self, voice_id: str) -> bool:
-        return delete_voice(self.manager, self.library, voice_id)
+    def remove_voice(self, voice_id: str) -> None:
+        """Forget a saved voice (its recording, features and registration); `VoiceNotFound` if unknown."""
+        if not delete_voice(self.manager, self.library, voice_id):
+            raise self._voice_not_found(voice_id)
+
+    def require_voice(self, voice_id: str) -> SavedVoice:
+        """The saved voice a path names; `VoiceNotFound` (param `voice_id`) if there is none."""
+        voice = self.library.get(voice_id)
+        if voice is None:
+            raise self._voice_not_found(voice_id, param="voice_id")
+        return voice
+
+    def set_default_voice(self, voice_id: str, on: bool) -> None:
+        """Make a saved voice the default (`on`), or stop it being the default if it is."""
+        self.require_voice(voice_id)
+        if on:
+            self.library.set_default(voice_id)
+        elif self.library.default_id() == voice_id:
+            self.library.set_default(None)
+
+    def _voice_not_found(self, voice_id: str, **params: object) -> VoiceNotFound:
+        return VoiceNotFound(f"there is no saved voice {voice_id!r}; saved voices: "
+                             f"{', '.join(self.library.ids()) or 'none'}", voice=voice_id, **params)
 
     def features_ready(self, voice_id: str) -> bool:
         engine = self.manager.loaded

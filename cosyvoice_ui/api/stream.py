@@ -32,15 +32,6 @@ def wav_stream_header(sample_rate: int) -> bytes:
     return b"RIFF" + struct.pack("<I", _UNKNOWN_SIZE) + b"WAVEfmt " + fmt + b"data" + struct.pack("<I", _UNKNOWN_SIZE)
 
 
-def stream_gain(first: np.ndarray, sample_rate: int, target_lufs: float = audio_utils.DEFAULT_LUFS) -> float:
-    """One loudness gain for a whole stream, measured on its first chunk (so chunks stay consistent)."""
-    loudness = audio_utils.integrated_loudness(first, sample_rate)
-    if not np.isfinite(loudness):
-        return 1.0
-    peak = float(np.max(np.abs(first))) or 1.0
-    return float(min(10 ** ((target_lufs - loudness) / 20), 0.99 / peak, 10.0))
-
-
 class LiveJob:
     """A running synthesis that owns a queue slot: its chunks, the slot's exit stack and a cancel flag.
 
@@ -95,7 +86,7 @@ def audio_body(pieces: Iterator[np.ndarray], fmt: str, sample_rate: int, gain: f
     kept: list[np.ndarray] = []
     for samples in pieces:
         if gain is None:
-            gain = stream_gain(samples, sample_rate)
+            gain = audio_utils.stream_gain(samples, sample_rate)
         out = np.clip(samples * gain, -1.0, 1.0).astype(np.float32)
         kept.append(out)
         yield audio_utils.encode(out, sample_rate, "pcm")

@@ -277,9 +277,13 @@ def cmd_list_models(args) -> int:
 
 
 def cmd_parity(args) -> int:
-    from ..cosyvoice.parity import main as parity_main
+    from ..cosyvoice.parity import format_table, run_parity, verdict
 
-    return parity_main(args.fixture_dir)
+    results = run_parity(args.fixture_dir)
+    passed, line = verdict(results)
+    print(format_table(results))
+    print(line)
+    return 0 if passed else 1
 
 
 def cmd_serve(args) -> int:

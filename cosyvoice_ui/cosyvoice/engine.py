@@ -1,7 +1,8 @@
-"""The CosyVoice engine: `load_engine(model_dir)` and `CosyVoiceEngine.check / synthesize`.
+"""The CosyVoice engine: `load_engine(model_dir)` and `CosyVoiceEngine`, for any family the registry has.
 
-One request: validate → prompt features (cached) → normalise + split text → per segment: model
-inputs → LLM speech tokens → flow + vocoder (whole, or streamed in v1 chunks) → `AudioChunk`s.
+One request: validate → prompt features (cached) → normalise + split text → per segment: the family's
+input recipe → LLM speech tokens → flow + vocoder (whole, or streamed by the family's chunker) →
+`AudioChunk`s. Nothing here depends on the family: what differs comes in the `ModelParts`.
 """
 
 from __future__ import annotations
@@ -12,57 +13,51 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from .. import audio as audio_utils
 from ..engine import Engine, raise_if_cancelled, report
 from ..errors import InvalidRequest
-from .families import ModelFolder, StreamingSpec, modes_for
+from ..types import Audio, AudioChunk, CheckedRequest, EngineInfo, Mode, ProgressCallback, SynthesisRequest
+from ..validation import DEFAULT_MAX_TEXT_CHARS
+from .families import StreamingSpec, folder_info
 from .frontend import text as text_frontend
-from .frontend.inputs import ModelInput, assemble, has_language_tag, language_tag, with_end_of_prompt
 from .frontend.prompt import PromptEncoder, PromptFeatures
-from .models.speed import trim_flow_prompt
-from .streaming import FlowPrompt, TokenToWave, stream_tokens
-from ..types import Audio, AudioChunk, CheckedRequest, EngineInfo, Mode, Precision, ProgressCallback, SynthesisRequest
+from .loader import ModelParts, load_parts
+from .precision import FastSettings, trim_flow_prompt
+from .recipes import ModelInput
+from .streaming import FlowPrompt
 
 log = logging.getLogger(__name__)
 
-INSTRUCT_EXAMPLES_V1 = (
-    "A female speaker with normal pitch, slow speaking rate, and sad emotion.",
-    "A male speaker with a deep voice, fast speaking rate, and happy emotion.",
-    "Theo 'Crimson', is a fiery, passionate rebel leader. Fights with fervor for justice, but struggles with "
-    "impulsiveness.",
-    "A young girl telling a bedtime story, soft and gentle.",
-)
-
 
 class CosyVoiceEngine(Engine):
-    """A loaded CosyVoice v1 model (300M / -SFT / -Instruct) behind the `Engine` interface.
+    """A loaded CosyVoice model (v1 300M / -SFT / -Instruct today) behind the `Engine` interface.
 
-    Not responsible for: loading (see `loader.load_cosyvoice`), queueing or idle unload (`manager`),
-    loudness and file formats (`audio`).
+    Not responsible for: loading (see `loader.load_parts`), knowing its family (the parts carry the
+    family's recipe and chunker), queueing or idle unload (`manager`), loudness and file formats (`audio`).
     """
 
-    def __init__(self, folder: ModelFolder, parts: dict, device: str, max_text_chars: int = 5000,
-                 precision: Precision | None = None) -> None:
-        self.folder = folder
-        self.device = torch.device(device)
-        self.llm = parts["llm"]
-        self.flow = parts["flow"]
-        self.hift = parts["hift"]
-        self.tokenizer = parts["tokenizer"]
-        self.prompts: PromptEncoder = parts["prompt_encoder"]
-        self.spk2info: dict[str, dict] = parts["spk2info"]
-        self.sampler = parts["sampler"]
-        self.config = parts["config"]
+    def __init__(self, parts: ModelParts, max_text_chars: int = DEFAULT_MAX_TEXT_CHARS) -> None:
+        self.folder = parts.folder
+        self.device = torch.device(parts.device)
+        self.llm = parts.llm
+        self.flow = parts.flow
+        self.hift = parts.hift
+        self.tokenizer = parts.tokenizer
+        self.prompts: PromptEncoder = parts.prompt_encoder
+        self.spk2info: dict[str, dict] = parts.spk2info
+        self.sampler = parts.sampler
+        self.config = parts.config
+        self.recipe = parts.recipe
+        self.chunker = parts.chunker
         self.max_text_chars = max_text_chars
-        self.precision = precision or Precision()
+        self.precision = parts.precision
         self.n_timesteps = self.precision.flow_steps  # None: the yaml's
         self.flow_prompt_seconds = self.precision.flow_prompt_seconds  # fast mode: the prompt's last seconds only
-        self.streaming_spec = folder.family.streaming  # chunk schedule; parity uses families.UPSTREAM_STREAMING_V1
+        self.streaming_spec = self.folder.family.streaming  # ours; parity streams with `upstream_streaming`
         self.saved_voices: dict[str, tuple[PromptFeatures, str]] = {}
-        self._info = folder_info(folder, tuple(self.spk2info), str(self.device), self.precision)
+        self._info = folder_info(self.folder, tuple(self.spk2info), str(self.device), self.precision)
 
     # --- interface ------------------------------------------------------------------------------
 
@@ -162,13 +157,11 @@ class CosyVoiceEngine(Engine):
 
     def _segment_jobs(self, request: SynthesisRequest) -> list[tuple[str, ModelInput | None, torch.Tensor | None]]:
         mode = request.mode
-        n_mels = self.config.mel.num_mels
+        recipe = self.recipe
         if mode is Mode.VC:
             prompt, _ = self._prompt(request, request.prompt_audio)
             tokens = self.prompts.speech_tokens(self.prompts.to_16k(request.source_audio))
-            flow_input = ModelInput(tokens, tokens[:, :0], tokens[:, :0], prompt.embedding, prompt.speech_tokens,
-                                    prompt.mel, prompt.embedding)
-            return [("", flow_input, tokens)]
+            return [("", recipe.voice_conversion(tokens, prompt), tokens)]
         segments = self._segments(request)
         speaker = None
         if mode in (Mode.SFT, Mode.INSTRUCT):
@@ -180,20 +173,17 @@ class CosyVoiceEngine(Engine):
             if mode is Mode.ZERO_SHOT:
                 transcript = request.prompt_text.strip() or transcript
                 normalized = text_frontend.normalize(transcript, split=False) if request.text_frontend else transcript
-                prompt_ids = self._encode(normalized)
+                prompt_ids = self._encode(recipe.prompt_text(mode, normalized))
         if mode is Mode.INSTRUCT:
             instruct = request.instruct_text.strip()
             if request.text_frontend:
                 instruct = text_frontend.normalize(instruct, split=False)
-            prompt_ids = self._encode(with_end_of_prompt(instruct))
+            prompt_ids = self._encode(recipe.prompt_text(mode, instruct))
         jobs = []
         for segment in segments:
-            spoken = segment
-            if mode is Mode.CROSS_LINGUAL and not has_language_tag(segment):
-                spoken = language_tag(segment) + segment  # v1 was trained with a language tag here
-            ids = self._encode(spoken)
-            jobs.append((segment, assemble(mode, ids, n_mels, prompt_text_ids=prompt_ids, prompt=prompt,
-                                           speaker_embedding=speaker), None))
+            ids = self._encode(recipe.spoken_text(mode, segment))
+            jobs.append((segment, recipe.assemble(mode, ids, prompt_text_ids=prompt_ids, prompt=prompt,
+                                                  speaker_embedding=speaker), None))
         return jobs
 
     def render_input(self, model_input: ModelInput, generator: torch.Generator, stream: bool = False,
@@ -219,8 +209,8 @@ class CosyVoiceEngine(Engine):
                         generator: torch.Generator, progress: ProgressCallback | None,
                         cancel: threading.Event | None, index: int, total: int, stream: bool, speed: float,
                         forced_tokens: int | None = None) -> Iterator[tuple[torch.Tensor, bool]]:
-        render = TokenToWave(self.flow, self.hift, self.config_streaming, self._flow_prompt(model_input), generator,
-                             self.n_timesteps)
+        render = self.chunker.renderer(self.flow, self.hift, self.config_streaming, self._flow_prompt(model_input),
+                                       generator, self.n_timesteps)
         base = index / total
 
         def stage(name: str, within: float, message: str) -> None:
@@ -231,7 +221,7 @@ class CosyVoiceEngine(Engine):
         else:
             tokens_iter = self._llm_tokens(model_input, generator, cancel, stage, forced_tokens)
         if stream and speed == 1.0:
-            for speech, last in stream_tokens(tokens_iter, render, self.config_streaming):
+            for speech, last in self.chunker.schedule(tokens_iter, render, self.config_streaming):
                 raise_if_cancelled(cancel)
                 stage("vocoder", 0.9, "audio chunk ready")
                 yield speech, last
@@ -267,35 +257,20 @@ class CosyVoiceEngine(Engine):
         return self.streaming_spec
 
 
-def folder_info(folder: ModelFolder, speakers: tuple[str, ...], device: str = "cpu",
-                precision: Precision | None = None) -> EngineInfo:
-    """What a v1 folder can do; cheap (no weights needed), so the UI can show it before loading."""
-    return EngineInfo(
-        name=folder.name,
-        family=folder.family.name,
-        sample_rate=folder.family.sample_rate,
-        modes=modes_for(folder, speakers),
-        speakers=speakers,
-        device=device,
-        streaming=True,
-        instruct_examples=INSTRUCT_EXAMPLES_V1 if folder.instruct else (),
-        notes="",
-        precision=precision or Precision(),
-    )
-
-
 def _with_voices(info: EngineInfo, voices: tuple[str, ...]) -> EngineInfo:
     from dataclasses import replace
 
     return replace(info, saved_voices=voices)
 
 
-def load_engine(model_dir: str | Path | None, device: str = "auto", progress: ProgressCallback | None = None,
-                **options) -> Engine:
+def load_engine(model_dir: str | Path, device: str = "auto", progress: ProgressCallback | None = None, *,
+                max_text_chars: int = DEFAULT_MAX_TEXT_CHARS, precision: str = "stock", threads: int | None = None,
+                n_timesteps: int | None = None, fast: FastSettings | None = None) -> CosyVoiceEngine:
     """Load the model in `model_dir` (a CosyVoice folder) and return its engine.
 
-    `device`: auto | cpu | cuda. Options: max_text_chars, precision ("stock" | "fast"), threads.
+    device: auto | cpu | cuda; precision: "stock" | "fast" (`fast` tunes what fast changes); threads caps
+    the ONNX sessions; n_timesteps overrides the flow's Euler steps (see `loader.load_parts`).
     """
-    from .loader import load_cosyvoice
-
-    return load_cosyvoice(Path(model_dir), device=device, progress=progress, **options)
+    parts = load_parts(Path(model_dir), device=device, progress=progress, precision=precision, threads=threads,
+                       n_timesteps=n_timesteps, fast=fast)
+    return CosyVoiceEngine(parts, max_text_chars=max_text_chars)

@@ -1,17 +1,23 @@
-"""The only place where CosyVoice generations differ: one `FamilySpec` each, and `detect(model_dir)`.
+"""What CosyVoice generations are, as light data: one `FamilySpec` each, and `detect(model_dir)`.
 
-Upstream picks the generation by which yaml file exists; we do the same, then check the yaml's class
-paths so a renamed or mixed-up folder fails with a clear message instead of a shape error later.
+Every fact that differs between v1, v2 and v3 and is not a class lives here: yaml name, file set,
+sample / token / mel rates, modes, instruct examples, streaming constants, the official checkpoints.
+`registry.py` maps each family to our classes; no other module checks a family name, a yaml name or a
+family's sample rate (tests/test_family_checks.py forbids it). No torch here: the UI and the API read it.
+
+Upstream picks the generation by which yaml file exists; we do the same (`detect`), and the loader then
+checks the yaml's class paths against the registry's allow-list, so a renamed or mixed-up folder fails
+with a clear message instead of a shape error later.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..errors import CheckpointError, ConfigError
-from ..types import Mode
+from ..types import EngineInfo, Mode, Precision
 
 # A small optional file a folder may carry to say which variant it is (our tiny test models write it);
 # official folders don't have it, so the folder name decides, as upstream does ("-Instruct" in the path).
@@ -20,99 +26,166 @@ VARIANT_FILE = "cosyvoice_ui.json"
 
 @dataclass(frozen=True)
 class StreamingSpec:
-    """v1 token → wave chunking constants (cosyvoice-models.md §7.3).
+    """One family's token → wave chunking constants (cosyvoice-models.md §7.3-7.5), read by the family's
+    chunker (`registry.py`).
 
-    The defaults are upstream's schedule: every chunk waits for hop (100) + overlap (20) tokens.
-    `token_first_hop_len` lets the first chunk go out earlier; later hops are unchanged (see
-    `streaming.stream_tokens`). With the first hop equal to `token_min_hop_len` the schedule is
-    exactly upstream's.
+    Hops are in speech tokens, mel lengths in mel frames, the source cache in samples. A chunk is
+    rendered once hop + overlap (+ look-ahead) tokens wait; `token_first_hop_len` lets the first chunk go
+    out earlier than upstream's first hop, later hops grow by `stream_scale_factor` up to
+    `token_max_hop_len` (see `streaming.stream_tokens`).
     """
 
-    token_min_hop_len: int = 100
-    token_max_hop_len: int = 200
-    token_overlap_len: int = 20
-    mel_overlap_len: int = 34
-    mel_cache_len: int = 20
-    source_cache_len: int = 20 * 256
-    stream_scale_factor: float = 1.0
-    token_first_hop_len: int = 100
+    token_min_hop_len: int
+    token_max_hop_len: int
+    token_overlap_len: int
+    mel_overlap_len: int  # mel frames cross-faded into the next chunk
+    mel_cache_len: int  # mel frames the vocoder re-runs at the head of the next chunk
+    source_cache_len: int  # NSF source samples carried over (and speech samples cross-faded)
+    stream_scale_factor: float
+    token_first_hop_len: int
+    pre_lookahead_len: int  # tokens past the hop the flow reads ahead (0: none)
 
 
-# Upstream's v1 schedule, bit for bit (the parity check streams with it).
-UPSTREAM_STREAMING_V1 = StreamingSpec()
+# Upstream's v1 schedule, bit for bit (the parity check streams with it): every chunk waits for
+# hop (100) + overlap (20) tokens; 34 mel frames = 20 tokens at 50 Hz; 20 frames · 256 samples.
+UPSTREAM_STREAMING_V1 = StreamingSpec(token_min_hop_len=100, token_max_hop_len=200, token_overlap_len=20,
+                                      mel_overlap_len=34, mel_cache_len=20, source_cache_len=20 * 256,
+                                      stream_scale_factor=1.0, token_first_hop_len=100, pre_lookahead_len=0)
 # Our default: the first chunk after 32 + 20 tokens instead of 100 + 20. On a CPU the first chunk's
 # cost is dominated by the LLM prefill and by re-denoising the prompt frames, so waiting for ~70 more
 # tokens (1.4 s of audio) only adds decode time. 32 keeps the chunk above the 40 tokens at which the
 # length regulator splits off the overlap edges (so joins are built as upstream's are), and its mel
 # rounds down like upstream's hop does: int(52 · 22050/256/50) − 34 overlap = 55 frames ≤ 32 tokens'
 # worth (55.1), as 172 ≤ 172.3 for a hop of 100 (a hop of 30 would emit 52 frames for 51.7).
-LOW_LATENCY_STREAMING_V1 = StreamingSpec(token_first_hop_len=32)
+LOW_LATENCY_STREAMING_V1 = replace(UPSTREAM_STREAMING_V1, token_first_hop_len=32)
+# Upstream's v2 schedule (§7.4): hops 25 → 50 → 100 tokens with 3 look-ahead tokens, no mel overlap,
+# 8 mel frames · 480 samples of vocoder cache. No chunker for it yet; the numbers are the family's.
+UPSTREAM_STREAMING_V2 = StreamingSpec(token_min_hop_len=25, token_max_hop_len=100, token_overlap_len=0,
+                                      mel_overlap_len=0, mel_cache_len=8, source_cache_len=8 * 480,
+                                      stream_scale_factor=2.0, token_first_hop_len=25, pre_lookahead_len=3)
+# v3 (§7.5): v2's token schedule; its causal vocoder re-runs the whole mel, so nothing is cached.
+UPSTREAM_STREAMING_V3 = replace(UPSTREAM_STREAMING_V2, mel_cache_len=0, source_cache_len=0)
+
+
+@dataclass(frozen=True)
+class ModeSet:
+    """The modes of one kind of folder. `preset` modes need preset speakers (spk2info.pt) and are offered
+    only when the folder has some (listed first); `always` modes work with any voice recording."""
+
+    preset: tuple[Mode, ...]
+    always: tuple[Mode, ...]
+
+    def given(self, speakers: tuple[str, ...]) -> tuple[Mode, ...]:
+        return (self.preset if speakers else ()) + self.always
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """One official model of a family, as published on the Hugging Face hub."""
+
+    name: str  # folder name under pretrained_models/
+    repo_id: str
+    size_gb: float
+    description: str
 
 
 @dataclass(frozen=True)
 class FamilySpec:
-    """Static facts of one CosyVoice generation."""
+    """Static facts of one CosyVoice generation (no classes: those are in `registry.py`)."""
 
-    name: str  # "v1", "v2", "v3"
+    name: str  # EngineInfo.family, the voice-feature cache's file name
     title: str  # human name of the family
-    yaml_name: str
-    llm_class: str
-    speech_tokenizer_file: str
-    sample_rate: int
-    token_rate: int  # speech tokens per second
-    tokenizer: str  # "whisper" or "qwen"
-    base_modes: tuple[Mode, ...]  # modes every folder of this family can do
-    streaming: StreamingSpec
-    supported: bool  # False: recognised, but this engine cannot run it yet
+    yaml_name: str  # upstream tells generations apart by this file
     required_files: tuple[str, ...]
+    speech_tokenizer_file: str
+    sample_rate: int  # Hz of the vocoder's output
+    token_rate: int  # speech tokens per second
+    mel_rate: float  # flow mel frames per second
+    modes: ModeSet  # what a folder of this family can do
+    instruct_variant: ModeSet | None  # an "-Instruct" folder's modes, where the family has such variants
+    instruct_examples: tuple[str, ...]  # shown beside the instruct text box, and in error messages
+    streaming: StreamingSpec  # our schedule
+    upstream_streaming: StreamingSpec  # upstream's, bit for bit (parity streams with it)
+    checkpoints: tuple[Checkpoint, ...]
+    supported: bool  # False: recognised, but this engine cannot run it yet (no registry entry)
 
+
+_COMMON_FILES = ("llm.pt", "flow.pt", "hift.pt", "campplus.onnx")
+# v2 and v3 build their Qwen2 text tokenizer (and LLM shape) from this folder (cosyvoice-models.md §1.4).
+_QWEN_FILES = tuple(f"CosyVoice-BlankEN/{name}" for name in ("config.json", "vocab.json", "merges.txt"))
 
 V1 = FamilySpec(
     name="v1",
     title="CosyVoice-300M",
     yaml_name="cosyvoice.yaml",
-    llm_class="cosyvoice.llm.llm.TransformerLM",
+    required_files=("cosyvoice.yaml", *_COMMON_FILES, "speech_tokenizer_v1.onnx"),
     speech_tokenizer_file="speech_tokenizer_v1.onnx",
     sample_rate=22050,
     token_rate=50,
-    tokenizer="whisper",
-    base_modes=(Mode.ZERO_SHOT, Mode.CROSS_LINGUAL, Mode.VC),
+    mel_rate=22050 / 256,  # upstream hard-codes it in the v1 flow (hop 256)
+    modes=ModeSet(preset=(Mode.SFT,), always=(Mode.ZERO_SHOT, Mode.CROSS_LINGUAL, Mode.VC)),
+    # The -Instruct model conditions on instruct text + a preset speaker's embedding. Upstream refuses
+    # cross-lingual on it and still allows zero-shot and voice conversion.
+    instruct_variant=ModeSet(preset=(Mode.INSTRUCT, Mode.SFT), always=(Mode.ZERO_SHOT, Mode.VC)),
+    instruct_examples=(
+        "A female speaker with normal pitch, slow speaking rate, and sad emotion.",
+        "A male speaker with a deep voice, fast speaking rate, and happy emotion.",
+        "Theo 'Crimson', is a fiery, passionate rebel leader. Fights with fervor for justice, but struggles with "
+        "impulsiveness.",
+        "A young girl telling a bedtime story, soft and gentle.",
+    ),
     streaming=LOW_LATENCY_STREAMING_V1,
+    upstream_streaming=UPSTREAM_STREAMING_V1,
+    checkpoints=(
+        Checkpoint("CosyVoice-300M", "FunAudioLLM/CosyVoice-300M", 1.7,
+                   "base model: 3-second voice cloning, cross-lingual, voice conversion"),
+        Checkpoint("CosyVoice-300M-SFT", "FunAudioLLM/CosyVoice-300M-SFT", 1.7,
+                   "7 preset speakers (zh/en/ja/yue/ko) plus cloning"),
+        Checkpoint("CosyVoice-300M-Instruct", "FunAudioLLM/CosyVoice-300M-Instruct", 1.7,
+                   "preset speakers whose style you describe in words"),
+    ),
     supported=True,
-    required_files=("cosyvoice.yaml", "llm.pt", "flow.pt", "hift.pt", "campplus.onnx", "speech_tokenizer_v1.onnx"),
 )
 
 V2 = FamilySpec(
     name="v2",
     title="CosyVoice2-0.5B",
     yaml_name="cosyvoice2.yaml",
-    llm_class="cosyvoice.llm.llm.Qwen2LM",
+    required_files=("cosyvoice2.yaml", *_COMMON_FILES, "speech_tokenizer_v2.onnx", *_QWEN_FILES),
     speech_tokenizer_file="speech_tokenizer_v2.onnx",
     sample_rate=24000,
     token_rate=25,
-    tokenizer="qwen",
-    base_modes=(Mode.ZERO_SHOT, Mode.CROSS_LINGUAL, Mode.INSTRUCT, Mode.VC),
-    streaming=StreamingSpec(),
+    mel_rate=24000 / 480,  # two mel frames per token
+    modes=ModeSet(preset=(Mode.SFT,), always=(Mode.ZERO_SHOT, Mode.CROSS_LINGUAL, Mode.INSTRUCT, Mode.VC)),
+    instruct_variant=None,  # instruct works with any voice (upstream's instruct2)
+    instruct_examples=("用四川话说这句话",),
+    streaming=UPSTREAM_STREAMING_V2,
+    upstream_streaming=UPSTREAM_STREAMING_V2,
+    checkpoints=(Checkpoint("CosyVoice2-0.5B", "FunAudioLLM/CosyVoice2-0.5B", 3.4, "second generation"),),
     supported=False,
-    required_files=("cosyvoice2.yaml", "llm.pt", "flow.pt", "hift.pt", "campplus.onnx", "speech_tokenizer_v2.onnx"),
 )
 
 V3 = FamilySpec(
     name="v3",
     title="Fun-CosyVoice3-0.5B",
     yaml_name="cosyvoice3.yaml",
-    llm_class="cosyvoice.llm.llm.CosyVoice3LM",
+    required_files=("cosyvoice3.yaml", *_COMMON_FILES, "speech_tokenizer_v3.onnx", *_QWEN_FILES),
     speech_tokenizer_file="speech_tokenizer_v3.onnx",
     sample_rate=24000,
     token_rate=25,
-    tokenizer="qwen",
-    base_modes=(Mode.ZERO_SHOT, Mode.CROSS_LINGUAL, Mode.INSTRUCT, Mode.VC),
-    streaming=StreamingSpec(),
+    mel_rate=24000 / 480,
+    modes=ModeSet(preset=(Mode.SFT,), always=(Mode.ZERO_SHOT, Mode.CROSS_LINGUAL, Mode.INSTRUCT, Mode.VC)),
+    instruct_variant=None,
+    instruct_examples=("请用广东话表达。",),
+    streaming=UPSTREAM_STREAMING_V3,
+    upstream_streaming=UPSTREAM_STREAMING_V3,
+    checkpoints=(Checkpoint("Fun-CosyVoice3-0.5B", "FunAudioLLM/Fun-CosyVoice3-0.5B-2512", 3.4,
+                            "third generation"),),
     supported=False,
-    required_files=("cosyvoice3.yaml", "llm.pt", "flow.pt", "hift.pt", "campplus.onnx", "speech_tokenizer_v3.onnx"),
 )
 
 FAMILIES: tuple[FamilySpec, ...] = (V1, V2, V3)
+SUPPORTED: tuple[FamilySpec, ...] = tuple(f for f in FAMILIES if f.supported)
 
 
 @dataclass(frozen=True)
@@ -121,12 +194,36 @@ class ModelFolder:
 
     path: Path
     family: FamilySpec
-    instruct: bool  # a v1 -Instruct model (instruct mode with preset speakers)
+    instruct: bool  # an "-Instruct" variant (only where the family has them: `FamilySpec.instruct_variant`)
     has_spk2info: bool
 
     @property
     def name(self) -> str:
         return self.path.name
+
+
+def _families_in(path: Path) -> list[FamilySpec]:
+    return [f for f in FAMILIES if (path / f.yaml_name).is_file()]
+
+
+def folder_family(model_dir: str | Path) -> FamilySpec | None:
+    """The family whose yaml `model_dir` holds; None when it holds none, or yamls of several families."""
+    path = Path(model_dir)
+    found = _families_in(path) if path.is_dir() else []
+    return found[0] if len(found) == 1 else None
+
+
+def is_model_folder(model_dir: str | Path, supported_only: bool = False) -> bool:
+    """Whether `model_dir` is a CosyVoice folder of any generation (by its yaml, as upstream tells them
+    apart), or with `supported_only` one of a generation this engine runs. Looks for the yaml only;
+    `detect` checks the rest."""
+    path = Path(model_dir)
+    if not path.is_dir():
+        return False
+    if not supported_only:
+        return bool(_families_in(path))
+    family = folder_family(path)
+    return family is not None and family.supported
 
 
 def _read_variant(model_dir: Path) -> dict:
@@ -152,7 +249,7 @@ def detect(model_dir: str | Path) -> ModelFolder:
                           "(`python -m cosyvoice_ui download CosyVoice-300M`) or pass --model-dir")
     if not path.is_dir():
         raise ConfigError(f"{path} is a file; --model-dir expects the folder that holds cosyvoice.yaml, llm.pt, ...")
-    found = [f for f in FAMILIES if (path / f.yaml_name).is_file()]
+    found = _families_in(path)
     if not found:
         names = ", ".join(f.yaml_name for f in FAMILIES)
         raise ConfigError(f"{path.name}/ is not a CosyVoice model folder: none of {names} is in it")
@@ -161,37 +258,40 @@ def detect(model_dir: str | Path) -> ModelFolder:
                           f"({', '.join(f.yaml_name for f in found)}); keep the one that matches its weights")
     family = found[0]
     if not family.supported:
+        runnable = ", ".join(f"{f.title} ({f.yaml_name})" for f in SUPPORTED)
         raise ConfigError(f"{path.name}/ is a {family.title} folder ({family.yaml_name}); this version of the engine "
-                          f"runs CosyVoice-300M / -SFT / -Instruct ({V1.yaml_name}) only")
+                          f"runs {runnable} folders only")
     missing = [name for name in family.required_files if not (path / name).is_file()]
     if missing:
         raise CheckpointError(f"{path.name}/ is incomplete: missing {', '.join(missing)} "
                           f"(a {family.title} folder needs {', '.join(family.required_files)}); "
                           "re-download it or copy the missing files in")
     variant = _read_variant(path)
-    instruct = bool(variant.get("instruct", "instruct" in path.name.lower()))
+    # Official folders are told apart by name ("-Instruct"), as upstream does; our tiny ones by VARIANT_FILE.
+    instruct = family.instruct_variant is not None and bool(variant.get("instruct", "instruct" in path.name.lower()))
     return ModelFolder(path=path, family=family, instruct=instruct, has_spk2info=(path / "spk2info.pt").is_file())
 
 
 def modes_for(folder: ModelFolder, speakers: tuple[str, ...]) -> tuple[Mode, ...]:
     """The modes a detected folder supports, given the preset speakers it ships."""
-    if folder.family.name == "v1" and folder.instruct:
-        # The -Instruct model conditions on instruct text + a preset speaker's embedding. Upstream refuses
-        # cross-lingual on it and still allows zero-shot and voice conversion.
-        preset = [Mode.INSTRUCT, Mode.SFT] if speakers else []
-        return tuple(preset) + (Mode.ZERO_SHOT, Mode.VC)
-    modes = list(folder.family.base_modes)
-    if speakers:
-        modes.insert(0, Mode.SFT)
-    return tuple(modes)
+    family = folder.family
+    variant = family.instruct_variant if folder.instruct and family.instruct_variant else family.modes
+    return variant.given(speakers)
 
 
-def model_that_can(mode: Mode) -> str:
-    """Name an official model that supports `mode` (for 'this model can't do that' messages)."""
-    return {
-        Mode.SFT: "CosyVoice-300M-SFT (preset speakers)",
-        Mode.INSTRUCT: "CosyVoice-300M-Instruct",
-        Mode.ZERO_SHOT: "CosyVoice-300M (or -SFT)",
-        Mode.CROSS_LINGUAL: "CosyVoice-300M (or -SFT)",
-        Mode.VC: "CosyVoice-300M",
-    }[mode]
+def folder_info(folder: ModelFolder, speakers: tuple[str, ...], device: str = "cpu",
+                precision: Precision | None = None) -> EngineInfo:
+    """What a folder can do; cheap (no weights needed), so the UI can show it before loading."""
+    modes = modes_for(folder, speakers)
+    return EngineInfo(
+        name=folder.name,
+        family=folder.family.name,
+        sample_rate=folder.family.sample_rate,
+        modes=modes,
+        speakers=speakers,
+        device=device,
+        streaming=True,
+        instruct_examples=folder.family.instruct_examples if Mode.INSTRUCT in modes else (),
+        notes="",
+        precision=precision or Precision(),
+    )

@@ -16,33 +16,30 @@ from urllib.parse import urlparse
 
 from ..errors import DownloadError
 from ..types import ProgressCallback, ProgressEvent
+from .families import FAMILIES, FamilySpec, is_model_folder
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class CatalogueEntry:
+    """An official checkpoint (`families.Checkpoint`) and the family it belongs to."""
+
     name: str  # folder name under pretrained_models/
     repo_id: str  # Hugging Face repository
     size_gb: float
     description: str
-    supported: bool = True  # False: listed for completeness, not runnable by this engine yet
+    family: FamilySpec
+
+    @property
+    def supported(self) -> bool:
+        """False: listed for completeness, not runnable by this engine yet (the family's fact)."""
+        return self.family.supported
 
 
-CATALOGUE: tuple[CatalogueEntry, ...] = (
-    CatalogueEntry("CosyVoice-300M", "FunAudioLLM/CosyVoice-300M", 1.7,
-                   "base model: 3-second voice cloning, cross-lingual, voice conversion"),
-    CatalogueEntry("CosyVoice-300M-SFT", "FunAudioLLM/CosyVoice-300M-SFT", 1.7,
-                   "7 preset speakers (zh/en/ja/yue/ko) plus cloning"),
-    CatalogueEntry("CosyVoice-300M-Instruct", "FunAudioLLM/CosyVoice-300M-Instruct", 1.7,
-                   "preset speakers whose style you describe in words"),
-    CatalogueEntry("CosyVoice2-0.5B", "FunAudioLLM/CosyVoice2-0.5B", 3.4,
-                   "second generation (not yet supported by this engine)", supported=False),
-    CatalogueEntry("Fun-CosyVoice3-0.5B", "FunAudioLLM/Fun-CosyVoice3-0.5B-2512", 3.4,
-                   "third generation (not yet supported by this engine)", supported=False),
-)
-
-MODEL_YAMLS = ("cosyvoice.yaml", "cosyvoice2.yaml", "cosyvoice3.yaml")
+CATALOGUE: tuple[CatalogueEntry, ...] = tuple(
+    CatalogueEntry(c.name, c.repo_id, c.size_gb, c.description, family)
+    for family in FAMILIES for c in family.checkpoints)
 
 
 def catalogue_entry(name: str) -> CatalogueEntry:
@@ -56,7 +53,7 @@ def find_models(models_dir: Path) -> list[Path]:
     """Model folders (any CosyVoice generation) directly under `models_dir`, sorted by name."""
     if not models_dir.is_dir():
         return []
-    return sorted(p for p in models_dir.iterdir() if p.is_dir() and any((p / y).is_file() for y in MODEL_YAMLS))
+    return sorted(p for p in models_dir.iterdir() if is_model_folder(p))
 
 
 def manual_instructions(entry: CatalogueEntry, target: Path) -> str:

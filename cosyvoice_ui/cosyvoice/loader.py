@@ -1,31 +1,60 @@
-"""Build a `CosyVoiceEngine` from an official model folder, reporting progress per component."""
+"""Load an official model folder into a `ModelParts` record, reporting progress per component.
+
+Which classes a folder's family uses comes from `registry.py`; which inference transforms run, from
+`precision.py`. The engine (`engine.load_engine`) is built on the parts; this module does not know it.
+"""
 
 from __future__ import annotations
 
 import logging
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
 
 from ..engine import report
-from .checkpoint import read_state_dict
-from .config import parse_v1, read_yaml
 from ..errors import CheckpointError, ConfigError
-from .families import detect
+from ..types import EngineInfo, Precision, ProgressCallback
+from .checkpoint import read_state_dict
+from .config import ModelConfig, read_yaml
+from .device import resolve_device
+from .families import ModelFolder, detect, folder_info
 from .frontend.onnx_models import SpeakerEncoder, SpeechTokenizer
 from .frontend.prompt import PromptEncoder
-from .frontend.tokenizer import WhisperTokenizer
-from .models.flow import load_flow
-from .models.hift import load_hift
-from .models.llm import load_llm
+from .models.flow import MaskedDiffWithXvec
+from .models.hift import HiFTGenerator
+from .models.llm import TransformerLM
 from .models.sampling import RasSampler
-from .models.speed import PRECISIONS, FastSettings, apply_precision
-from ..settings import resolve_device
-from ..types import ProgressCallback
+from .precision import PRECISIONS, FastSettings, apply_precision
+from .recipes import InputRecipe
+from .registry import TextTokenizer, backend_for
+from .streaming import Chunker
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ModelParts:
+    """Everything loaded from one folder, on `device`, with `precision` applied: what the engine runs.
+
+    The modules are the family's classes (`registry.py`); `recipe` builds each segment's inputs and
+    `chunker` turns speech tokens into wave chunks, both the family's too.
+    """
+
+    folder: ModelFolder
+    config: ModelConfig
+    llm: TransformerLM
+    flow: MaskedDiffWithXvec
+    hift: HiFTGenerator
+    tokenizer: TextTokenizer
+    prompt_encoder: PromptEncoder
+    spk2info: dict[str, dict]  # preset speakers: name → {"embedding": [1, 192] tensor, ...}
+    sampler: RasSampler
+    recipe: InputRecipe
+    chunker: Chunker
+    device: str
+    precision: Precision
 
 
 def read_spk2info(path: Path) -> dict[str, dict]:
@@ -48,45 +77,40 @@ def read_spk2info(path: Path) -> dict[str, dict]:
     return speakers
 
 
-def describe_cosyvoice(model_dir: Path):
+def describe_cosyvoice(model_dir: Path) -> EngineInfo:
     """EngineInfo of a folder without loading its weights (only the small spk2info.pt is read)."""
-    from .engine import folder_info
-
     folder = detect(model_dir)
     return folder_info(folder, tuple(read_spk2info(folder.path / "spk2info.pt")))
 
 
-def load_cosyvoice(model_dir: Path, device: str = "auto", progress: ProgressCallback | None = None,
-                   max_text_chars: int = 5000, precision: str = "stock", threads: int | None = None,
-                   n_timesteps: int | None = None, fast: FastSettings | None = None):
-    """Load every component of a v1 folder (strict state dicts, ONNX sessions) onto `device`.
+def load_parts(model_dir: Path, device: str = "auto", progress: ProgressCallback | None = None,
+               precision: str = "stock", threads: int | None = None, n_timesteps: int | None = None,
+               fast: FastSettings | None = None) -> ModelParts:
+    """Load every component of a folder (strict state dicts, ONNX sessions) onto `device`.
 
     precision: "stock" computes what upstream computes (float32; only memory layouts differ);
     "fast" trades accuracy for speed as `fast` (default `FastSettings()`) says: int8 LLM linears,
     bf16 flow estimator where the CPU supports it, fewer flow steps, a shorter flow prompt. An explicit
-    `n_timesteps` overrides either mode's flow steps.
+    `n_timesteps` overrides either mode's flow steps. threads: caps the ONNX sessions' threads.
     """
-    from .engine import CosyVoiceEngine
-
     started = time.perf_counter()
     folder = detect(model_dir)
+    family = folder.family
+    backend = backend_for(family)
     device = resolve_device(device)
     if precision not in PRECISIONS:
         raise ConfigError(f"unknown precision {precision!r}; choose one of {', '.join(PRECISIONS)}")
-    report(progress, "load", 0.02, f"reading {folder.family.yaml_name}")
-    config = parse_v1(read_yaml(folder.path / folder.family.yaml_name), folder.family.yaml_name)
-    if config.llm_class != folder.family.llm_class:
-        raise ConfigError(f"{folder.family.yaml_name} declares llm {config.llm_class}, expected "
-                          f"{folder.family.llm_class}; the yaml does not belong to a {folder.family.title} folder")
+    report(progress, "load", 0.02, f"reading {family.yaml_name}")
+    config = backend.parse_config(read_yaml(folder.path / family.yaml_name), family.yaml_name)
+    backend.check_classes(config, family.yaml_name)
 
     report(progress, "load", 0.05, "loading llm.pt")
-    llm = load_llm(config.llm, read_state_dict(folder.path / "llm.pt")).to(device)
+    llm = backend.load_llm(config.llm, read_state_dict(folder.path / "llm.pt")).to(device)
     report(progress, "load", 0.50, "loading flow.pt")
-    flow = load_flow(config.flow, read_state_dict(folder.path / "flow.pt")).to(device)
+    flow = backend.load_flow(config.flow, read_state_dict(folder.path / "flow.pt")).to(device)
     report(progress, "load", 0.70, "loading hift.pt")
-    hift = load_hift(config.hift, read_state_dict(folder.path / "hift.pt")).to(device)
-    fast = fast or FastSettings()
-    applied = apply_precision(llm, flow, precision, device, fast, hift=hift)
+    hift = backend.load_vocoder(config.hift, read_state_dict(folder.path / "hift.pt")).to(device)
+    applied = apply_precision(llm, flow, precision, device, fast or FastSettings(), hift=hift)
     if n_timesteps is not None:  # an explicit step count wins over either mode's
         applied = replace(applied, flow_steps=n_timesteps)
     report(progress, "load", 0.80, "loading speaker encoder and speech tokenizer (ONNX)")
@@ -94,18 +118,17 @@ def load_cosyvoice(model_dir: Path, device: str = "auto", progress: ProgressCall
     use_cuda = device.startswith("cuda")
     prompt_encoder = PromptEncoder(
         SpeakerEncoder(folder.path / "campplus.onnx", onnx_threads, use_cuda),
-        SpeechTokenizer(folder.path / folder.family.speech_tokenizer_file, onnx_threads, use_cuda),
+        SpeechTokenizer(folder.path / family.speech_tokenizer_file, onnx_threads, use_cuda),
         config.mel,
     )
     report(progress, "load", 0.92, "loading text tokenizer and preset speakers")
-    tokenizer = WhisperTokenizer()
-    spk2info = read_spk2info(folder.path / "spk2info.pt")
-    parts = {
-        "llm": llm, "flow": flow, "hift": hift, "tokenizer": tokenizer, "prompt_encoder": prompt_encoder,
-        "spk2info": spk2info, "config": config, "sampler": RasSampler.from_config(config.llm.sampling),
-    }
-    engine = CosyVoiceEngine(folder, parts, device, max_text_chars=max_text_chars, precision=applied)
+    parts = ModelParts(
+        folder=folder, config=config, llm=llm, flow=flow, hift=hift, tokenizer=backend.text_tokenizer(folder.path),
+        prompt_encoder=prompt_encoder, spk2info=read_spk2info(folder.path / "spk2info.pt"),
+        sampler=RasSampler.from_config(config.llm.sampling), recipe=backend.input_recipe(config),
+        chunker=backend.chunker, device=device, precision=applied,
+    )
     elapsed = time.perf_counter() - started
     report(progress, "load", 1.0, f"{folder.name} loaded in {elapsed:.1f} s")
-    log.info("loaded %s (%s) on %s in %.1f s", folder.name, folder.family.title, device, elapsed)
-    return engine
+    log.info("loaded %s (%s) on %s in %.1f s", folder.name, family.title, device, elapsed)
+    return parts

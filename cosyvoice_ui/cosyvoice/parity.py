@@ -10,17 +10,17 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import torch
 
-from .checkpoint import read_state_dict
-from .config import parse_v1, read_yaml
 from ..errors import CosyVoiceError
+from .checkpoint import read_state_dict
+from .config import read_yaml
+from .families import FAMILIES, FamilySpec, folder_family
+from .registry import BACKENDS, backend_for
 
 
 @dataclass(frozen=True)
@@ -42,13 +42,20 @@ def _diff(ours: torch.Tensor, golden: torch.Tensor) -> float:
 class Fixture:
     """Access to one fixture folder's goldens and manifest."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, family: FamilySpec) -> None:
         from safetensors.torch import load_file
 
         self.path = path
+        self.family = family
+        self.backend = backend_for(family)
         self.manifest = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
         self._files = {f.name: load_file(str(f)) for f in sorted(path.glob("*_goldens.safetensors"))}
-        self.config = parse_v1(read_yaml(path / "cosyvoice.yaml"))
+        self.config = self.backend.parse_config(read_yaml(path / family.yaml_name), family.yaml_name)
+
+    @property
+    def streaming_addendum(self) -> str:
+        """The manifest's section on the family's streaming goldens (e.g. its chunk lengths and seeds)."""
+        return f"{self.family.name}_streaming"
 
     def get(self, file: str, key: str) -> torch.Tensor:
         return self._files[f"{file}_goldens.safetensors"][key]
@@ -101,11 +108,9 @@ class ParityRun:
                  "kaldi_fbank_80_cmn", 1e-3)
 
     def check_tokenizer(self) -> None:
-        from .frontend.tokenizer import WhisperTokenizer
-
         goldens = json.loads((self.fx.path / "tokenizer_goldens.json").read_text(encoding="utf-8"))
         block = goldens["whisper_multilingual"]
-        tokenizer = WhisperTokenizer()
+        tokenizer = self.fx.backend.text_tokenizer(self.fx.path)
         wrong = sum(tokenizer.encode(case["text"]) != case["ids"] for case in block["cases"])
         wrong += sum(tokenizer.encode(tok) != [i] for tok, i in block.get("special_token_ids", {}).items())
         wrong += int(tokenizer.n_vocab != block.get("n_vocab", tokenizer.n_vocab))
@@ -114,11 +119,10 @@ class ParityRun:
     # --- LLM ------------------------------------------------------------------------------------------
 
     def check_llm(self) -> None:
-        from .models.llm import load_llm
         from .models.sampling import RasSampler
-        from .models.speed import speed_up_llm
+        from .precision import speed_up_llm
 
-        llm = load_llm(self.fx.config.llm, read_state_dict(self.fx.path / "llm.pt"))
+        llm = self.fx.backend.load_llm(self.fx.config.llm, read_state_dict(self.fx.path / "llm.pt"))
         speed_up_llm(llm, "cpu")  # check the kernels the engine's stock precision actually runs
         for case, meta in self.fx.manifest["stages"]["llm"].items():
             def g(key: str) -> torch.Tensor:
@@ -167,9 +171,7 @@ class ParityRun:
     # --- flow -----------------------------------------------------------------------------------------
 
     def check_flow(self) -> None:
-        from .models.flow import load_flow
-
-        flow = load_flow(self.fx.config.flow, read_state_dict(self.fx.path / "flow.pt"))
+        flow = self.fx.backend.load_flow(self.fx.config.flow, read_state_dict(self.fx.path / "flow.pt"))
         for case in self.fx.manifest["stages"]["flow"]:
             def run(case=case) -> None:
                 g = lambda key: self.fx.get("flow", f"{case}.{key}")  # noqa: E731
@@ -193,9 +195,7 @@ class ParityRun:
     # --- HiFT -----------------------------------------------------------------------------------------
 
     def _hift(self, name: str = "hift.pt"):
-        from .models.hift import load_hift
-
-        return load_hift(self.fx.config.hift, read_state_dict(self.fx.path / name))
+        return self.fx.backend.load_vocoder(self.fx.config.hift, read_state_dict(self.fx.path / name))
 
     def check_hift(self) -> None:
         from .models.nsf import NSFNoise
@@ -236,13 +236,12 @@ class ParityRun:
     # --- streaming ------------------------------------------------------------------------------------
 
     def check_streaming(self) -> None:
-        from .families import UPSTREAM_STREAMING_V1
-        from .models.flow import load_flow
         from .models.nsf import NSFNoise
-        from .streaming import FlowPrompt, TokenToWave, stream_tokens
+        from .streaming import FlowPrompt
 
-        meta = self.fx.manifest["addenda"]["v1_streaming"]
-        flow = load_flow(self.fx.config.flow, read_state_dict(self.fx.path / "flow.pt"))
+        meta = self.fx.manifest["addenda"][self.fx.streaming_addendum]
+        flow = self.fx.backend.load_flow(self.fx.config.flow, read_state_dict(self.fx.path / "flow.pt"))
+        chunker = self.fx.backend.chunker
         hift = self._hift()
 
         class Recipes:
@@ -265,10 +264,10 @@ class ParityRun:
             g = lambda key: self.fx.get("streaming", key)  # noqa: E731
             prompt = FlowPrompt(g("S1.prompt_token").long(), g("S1.prompt_feat"), g("S1.embedding"))
             trace: list[dict] = []
-            spec = UPSTREAM_STREAMING_V1  # upstream's hop schedule, not our lower-latency default
-            render = TokenToWave(flow, hift, spec, prompt, None, draws=Recipes(), trace=trace)
+            spec = self.fx.family.upstream_streaming  # upstream's hop schedule, not our lower-latency default
+            render = chunker.renderer(flow, hift, spec, prompt, None, draws=Recipes(), trace=trace)
             with torch.inference_mode():
-                chunks = [speech for speech, _ in stream_tokens(g("S1.token")[0].tolist(), render, spec)]
+                chunks = [speech for speech, _ in chunker.schedule(g("S1.token")[0].tolist(), render, spec)]
             expected = meta["chunk_samples"]
             self.add_exact("streaming chunk schedule", sum(a != b for a, b in zip([c.shape[1] for c in chunks],
                                                                                  expected)) +
@@ -293,18 +292,21 @@ class ParityRun:
             self.guarded("flow", self.check_flow)
         if self.fx.has("hift"):
             self.guarded("hift", self.check_hift)
-        if self.fx.has("streaming") and "v1_streaming" in self.fx.manifest.get("addenda", {}):
+        if self.fx.has("streaming") and self.fx.streaming_addendum in self.fx.manifest.get("addenda", {}):
             self.guarded("streaming", self.check_streaming)
         return self.results
 
 
 def run_parity(fixture_dir: Path) -> list[StageResult]:
-    """Every stage result for a v1 fixture folder. Raises CosyVoiceError for other generations."""
-    if not (fixture_dir / "cosyvoice.yaml").is_file():
-        found = [p.name for p in fixture_dir.glob("cosyvoice*.yaml")] if fixture_dir.is_dir() else []
-        raise CosyVoiceError(f"{fixture_dir} holds no v1 cosyvoice.yaml ({', '.join(found) or 'no yaml at all'}); "
-                             "this engine checks CosyVoice-300M fixtures only")
-    return ParityRun(Fixture(fixture_dir)).run_all()
+    """Every stage result for a fixture folder of a family the registry has. Raises CosyVoiceError for
+    other folders."""
+    family = folder_family(fixture_dir)
+    if family is None or family not in BACKENDS:
+        found = [f.yaml_name for f in FAMILIES if (fixture_dir / f.yaml_name).is_file()]
+        runnable = ", ".join(f"{f.title} ({f.yaml_name})" for f in FAMILIES if f in BACKENDS)
+        raise CosyVoiceError(f"{fixture_dir} holds {', '.join(found) or 'no model yaml'}; this engine checks "
+                             f"fixtures of {runnable} only")
+    return ParityRun(Fixture(fixture_dir, family)).run_all()
 
 
 def format_table(results: list[StageResult]) -> str:
@@ -317,16 +319,9 @@ def format_table(results: list[StageResult]) -> str:
     return "\n".join(lines)
 
 
-def main(fixture_dir: Path) -> int:
-    results = run_parity(Path(fixture_dir))
-    print(format_table(results))
+def verdict(results: list[StageResult]) -> tuple[bool, str]:
+    """(passed, the closing line: "parity: PASS (62 stages)" or "parity: FAIL (2 of 62 stages)")."""
     failed = sum(not r.ok for r in results)
     if failed:
-        print(f"parity: FAIL ({failed} of {len(results)} stages)")
-        return 1
-    print(f"parity: PASS ({len(results)} stages)")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(Path(sys.argv[1])))
+        return False, f"parity: FAIL ({failed} of {len(results)} stages)"
+    return True, f"parity: PASS ({len(results)} stages)"

@@ -1,4 +1,5 @@
-"""Speech tokens → waveform for one text segment, whole or in streamed chunks (v1 scheme).
+"""Speech tokens → waveform for one text segment, whole or in streamed chunks: the v1 scheme, and the
+`Chunker` record by which the registry hands each family's scheme to the engine.
 
 v1 streaming (cosyvoice-models.md §7.3; our default first hop is shorter, see families.py): once
 100 + 20 unconsumed tokens exist, the flow renders
@@ -6,6 +7,8 @@ tokens[0:120] with a noise/mu cache for the overlap; the last 34 mel frames are 
 cross-faded into the next chunk (Hamming 68), the vocoder re-runs the last 20 mel frames with the
 cached NSF source and the first 5120 samples are cross-faded with the previous tail (Hamming 10240).
 The first 100 tokens are then dropped (the 20 overlap tokens stay at the head).
+
+The v2/v3 schemes (re-running the flow with look-ahead tokens, §7.4-7.5) will be chunkers of their own.
 
 Not here: the LLM, text handling, or anything about requests.
 """
@@ -151,3 +154,21 @@ def stream_tokens(tokens: Iterable[int], render: Callable[[torch.Tensor, bool], 
         yield torch.zeros(1, 0), True
         return
     yield render(torch.tensor([pending], dtype=torch.long), True), True
+
+
+RenderChunk = Callable[[torch.Tensor, bool], torch.Tensor]
+
+
+@dataclass(frozen=True)
+class Chunker:
+    """A family's way from speech tokens to wave chunks (the registry picks it).
+
+    renderer: renders one segment's tokens, whole or chunk by chunk with its caches; built per segment as
+        `renderer(flow, hift, spec, prompt, generator, n_timesteps)`, then called as
+        `render(tokens [1, N], finalize, speed=1.0)` → speech [1, S].
+    schedule: decides which tokens go into which chunk: `schedule(tokens, render, spec)` yields
+        (speech [1, S], is_last).
+    """
+
+    renderer: type[TokenToWave]
+    schedule: Callable[[Iterable[int], RenderChunk, StreamingSpec], Iterator[tuple[torch.Tensor, bool]]]

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 from pathlib import Path
 
 import torch
+
+from ..files import atomic_path
 
 log = logging.getLogger(__name__)
 
@@ -33,10 +34,9 @@ def save_features(path: Path, tensors: dict[str, torch.Tensor], fingerprint: str
     """Store prompt feature tensors (safetensors) tagged with the frontend's fingerprint; atomic."""
     from safetensors.torch import save_file
 
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    save_file({k: v.detach().cpu().contiguous() for k, v in tensors.items()}, str(tmp),
-              metadata={"fingerprint": fingerprint})
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        save_file({k: v.detach().cpu().contiguous() for k, v in tensors.items()}, str(tmp),
+                  metadata={"fingerprint": fingerprint})
 
 
 def load_features(path: Path, fingerprint: str) -> dict[str, torch.Tensor] | None:

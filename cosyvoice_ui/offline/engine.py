@@ -27,7 +27,7 @@ from .dsp import limit_peak, trim_silence
 from .frontend import OfflineFrontend
 from .kokoro import SAMPLE_RATE, KokoroModel
 from .speakers import OfflineSpeakers, preset_styles
-from .store import MATCH_LEVELS, MatchLevel, MatchResult, StyleVoice
+from .store import MATCH_LEVELS, MatchLevel, MatchResult
 from .styles import STOCK_GENDER, StyleSpace, VoiceStyle
 from .validation import check_speakable
 
@@ -77,10 +77,10 @@ def describe_offline() -> EngineInfo:
 
 
 class OfflineEngine(Engine):
-    """Kokoro-82M synthesis with preset, blended, matched and saved voices.
+    """Kokoro-82M synthesis with preset, blended, matched and saved (library) voices.
 
     Does: validation with actionable messages, English/Mandarin text, streaming per text chunk,
-    progress, cancellation, speed, approximate voice matching (cached per prompt), saved voices.
+    progress, cancellation, speed, approximate voice matching (cached per prompt), library voices.
     Does not: real voice cloning, instruct or voice conversion (refused by `check`), loudness or file
     formats (see `audio`), model downloads (everything comes from installed packages).
     """
@@ -99,7 +99,7 @@ class OfflineEngine(Engine):
 
         Args:
             model: anything with KokoroModel's `render(ids, pack, speed)`.
-            voices_dir: where style voices and the match cache live (the app's voices folder).
+            voices_dir: where the voice-match cache lives (the app's voices folder).
             match_level: how clone-mode requests match a new prompt ("quick" or "refine").
         """
         self.model = model
@@ -125,7 +125,7 @@ class OfflineEngine(Engine):
         return offline_info(self.speakers.names(), tuple(self.speakers.library))
 
     def usable_voices(self) -> tuple[str, ...]:
-        # Clone modes may name any speaker (preset, style or library voice) instead of sending a recording.
+        # Clone modes may name any speaker (preset or library voice) instead of sending a recording.
         return self.speakers.names()
 
     def _check_model(self, request: CheckedRequest) -> None:
@@ -183,7 +183,7 @@ class OfflineEngine(Engine):
     def unregister_voice(self, voice_id: str) -> None:
         self.speakers.unregister(voice_id)
 
-    # -- voice matching and style voices (offline only) ---------------------------------------------
+    # -- voice matching (offline only) --------------------------------------------------------------
 
     def match_voice(
         self,
@@ -200,18 +200,6 @@ class OfflineEngine(Engine):
         """The voice matcher (speaker encoder + calibration renders), built on first use."""
         return self.speakers.matcher()
 
-    def save_voice(self, name: str, style: VoiceStyle, source: str = "manual", similarity: float | None = None) -> StyleVoice:
-        """Save `style` as voice `name`; it becomes a speaker of every mode."""
-        return self.speakers.save(name, style, source=source, similarity=similarity)
-
-    def list_voices(self) -> list[StyleVoice]:
-        """The style voices saved with `save_voice` (not the presets, not the library voices)."""
-        return self.speakers.list()
-
-    def delete_voice(self, name: str) -> bool:
-        """Delete style voice `name`; False if there was none. Presets cannot be deleted."""
-        return self.speakers.delete(name)
-
 
 def load_offline_engine(
     device: str = "cpu", voices_dir: Path | None = None, progress: ProgressCallback | None = None
@@ -221,7 +209,7 @@ def load_offline_engine(
     Args:
         device: only the CPU is used (the int8 ONNX model runs on onnxruntime's CPU provider); any value
             is accepted, so callers can pass their general device setting.
-        voices_dir: where style voices and the voice-match cache live (default: ./voices).
+        voices_dir: where the voice-match cache lives (default: ./voices).
     Raises:
         CheckpointError: the packages are missing or corrupted (the message says how to install them).
     """

@@ -1,12 +1,11 @@
 """Every voice the offline engine can speak with, and how a name or a recording becomes a style.
 
-Four kinds of speaker, all resolved to a `VoiceStyle`:
+Three kinds of speaker, all resolved to a `VoiceStyle`:
 
     presets         the five stock Kokoro voices (the default first) and a few named blends
-    style voices    styles saved by name (`save`), e.g. a refined match; JSON files in `VoiceStore`
     library voices  the app's saved voices (`cosyvoice_ui.serving.voices.VoiceLibrary`, prompt recordings):
                     matched once when registered, the style kept in the voice's folder
-    prompts         a recording in a clone request: matched, cached by audio hash
+    prompts         a recording in a clone request: matched, cached by audio hash (`MatchCache`)
 """
 
 from __future__ import annotations
@@ -23,7 +22,7 @@ from ..engine import report
 from ..errors import InvalidRequest
 from ..types import Audio, ProgressCallback
 from .anchors import calibration_key
-from .store import MatchLevel, MatchResult, StyleVoice, VoiceStore, read_match, write_match
+from .store import MatchCache, MatchLevel, MatchResult, read_match, write_match
 from .styles import NAMED_BLENDS, StyleSpace, VoiceStyle, describe
 
 if TYPE_CHECKING:
@@ -49,9 +48,9 @@ def preset_styles(names: tuple[str, ...]) -> dict[str, VoiceStyle]:
 class OfflineSpeakers:
     """Names -> styles for the offline engine, plus voice matching with its caches.
 
-    Does: list speakers, resolve a speaker, match a prompt (cached per recording), save / delete style
-    voices, register / unregister the app's library voices. Does not: render audio or validate
-    requests (see `engine`); the matcher is built by `matcher_factory` on first use.
+    Does: list speakers, resolve a speaker, match a prompt (cached per recording), register /
+    unregister the app's library voices. Does not: render audio or validate requests (see `engine`);
+    the matcher is built by `matcher_factory` on first use.
     """
 
     def __init__(
@@ -63,7 +62,7 @@ class OfflineSpeakers:
     ) -> None:
         self.space = space
         self.presets = preset_styles(space.names)
-        self.store = VoiceStore(voices_dir, reserved=tuple(self.presets))
+        self.cache = MatchCache(voices_dir)
         self.match_level: MatchLevel = match_level
         self.library: dict[str, VoiceStyle] = {}  # registered library voice id -> style
         self._matcher_factory = matcher_factory
@@ -77,18 +76,13 @@ class OfflineSpeakers:
     # -- listing and resolving ---------------------------------------------------------------------
 
     def names(self) -> tuple[str, ...]:
-        """Presets, then style voices, then registered library voices."""
-        styles = tuple(n for n in self.store.names() if n not in self.presets)
-        library = tuple(n for n in self.library if n not in self.presets and n not in styles)
-        return tuple(self.presets) + styles + library
+        """Presets, then registered library voices (a preset keeps its name over a library voice)."""
+        return tuple(self.presets) + tuple(n for n in self.library if n not in self.presets)
 
     def style_of(self, speaker: str) -> VoiceStyle:
         """The style of any listed speaker; `InvalidRequest("speaker_unknown")` otherwise."""
         if speaker in self.presets:
             return self.presets[speaker]
-        saved = self.store.load(speaker)
-        if saved is not None:
-            return saved.style
         if speaker in self.library:
             return self.library[speaker]
         options = ", ".join(self.names())
@@ -122,34 +116,17 @@ class OfflineSpeakers:
         level = level or self.match_level
         prompt = audio_utils.check_prompt(prompt)  # the same trim as everywhere, so hashes agree
         key = audio_utils.audio_hash(prompt)
-        cached = self.store.cached_match(key, self.fingerprint)
+        cached = self.cache.cached_match(key, self.fingerprint)
         if cached is not None and (cached.level == "refine" or level == "quick"):
             report(progress, "voice_match", 1.0, "using the cached voice match")
             return cached
         result = self.matcher().match(prompt.samples, prompt.sample_rate, level=level, seed=seed, progress=progress, cancel=cancel)
-        self.store.cache_match(key, result, self.fingerprint)
+        self.cache.cache_match(key, result, self.fingerprint)
         log.info(
             "voice match (%s): similarity %.3f (nearest stock voice %s %.3f) in %.1fs, %s",
             result.level, result.similarity, result.baseline_voice, result.baseline, result.seconds, describe(result.style),
         )
         return result
-
-    # -- style voices --------------------------------------------------------------------------------
-
-    def save(self, name: str, style: VoiceStyle, source: str = "manual", similarity: float | None = None) -> StyleVoice:
-        self.space.weight_vector(style)  # raises on unknown stock voices before anything is written
-        if name in self.library:
-            raise InvalidRequest("voice_name_taken", f"{name!r} is a saved voice of the library; choose another name", name=name)
-        return self.store.save(name, style, source=source, similarity=similarity)
-
-    def list(self) -> list[StyleVoice]:
-        voices = [self.store.load(n) for n in self.store.names()]
-        return [v for v in voices if v is not None]
-
-    def delete(self, name: str) -> bool:
-        if name in self.presets:
-            raise InvalidRequest("voice_builtin", f"{name!r} is a built-in speaker and cannot be deleted", name=name)
-        return self.store.delete(name)
 
     # -- library voices ------------------------------------------------------------------------------
 

@@ -1,45 +1,27 @@
-"""Style voices and the voice-match cache of the offline backend, as small JSON files on disk.
+"""The voice-match cache of the offline backend, as small JSON files on disk.
 
-Layout under `voices_dir` (the app's voices folder; the shared `VoiceLibrary` ignores these folders
-because they hold no voice.json):
+Layout under `voices_dir` (the app's voices folder; the shared `VoiceLibrary` ignores this folder
+because it holds no voice.json):
 
-    offline/voices/<name>.json      a style voice: {"name", "style", "created", "source", "similarity"}
     offline/match_cache/<sha>.json  the best match found for a prompt recording (sha256 of samples + rate)
 
-A voice is a `VoiceStyle` (blend weights + a 256-number offset), about 3 KB of JSON. Saved voices of
-the shared library (prompt recordings) are matched once and their style is kept in the voice's own
-folder by the engine (`register_voice`), not here.
+Each file is a `MatchResult` (a `VoiceStyle`: blend weights + a 256-number offset, about 3 KB of JSON).
+Saved voices of the shared library (prompt recordings) are matched once and their match is kept in the
+voice's own folder by the engine (`register_voice`, through `read_match` / `write_match`), not here.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import re
-import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
-
-from ..errors import InvalidRequest
 from ..files import write_atomic
 from .styles import VoiceStyle
 
 log = logging.getLogger(__name__)
-
-_NAME = re.compile(r"^[\w][\w .\-]{0,63}$")
-
-
-@dataclass(frozen=True)
-class StyleVoice:
-    """A named style stored on disk and offered as a speaker."""
-
-    name: str
-    style: VoiceStyle
-    created: float  # unix time
-    source: str = ""  # how it was made, e.g. "match:refine" or "manual"
-    similarity: float | None = None  # d-vector cosine to the prompt it was matched to, if any
 
 
 MatchLevel = Literal["quick", "refine"]
@@ -95,94 +77,23 @@ class MatchResult:
 
 
 def _write_json(path: Path, data: dict) -> None:
-    """Write atomically (temp file + rename) so a crash never leaves half a voice."""
+    """Write atomically (temp file + rename) so a crash never leaves half a match."""
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(path, json.dumps(data, ensure_ascii=False).encode("utf-8"))
 
 
-class VoiceStore:
-    """Saved voices and cached matches in `root` (created on first write).
+class MatchCache:
+    """Cached voice matches of prompt recordings under `root` (created on first write).
 
-    Does: validate names, save / list / load / delete voices, read and write the match cache.
-    Does not: decide which names are reserved beyond `reserved` (the engine passes its presets).
+    Does: read and write one match per prompt hash. Does not: compute the hash or the match (see `speakers`).
     """
 
-    def __init__(self, root: Path, reserved: tuple[str, ...] = ()) -> None:
+    def __init__(self, root: Path) -> None:
         self.root = Path(root)
-        self.reserved = frozenset(reserved)
-
-    @property
-    def voices_dir(self) -> Path:
-        return self.root / "offline" / "voices"
 
     @property
     def cache_dir(self) -> Path:
         return self.root / "offline" / "match_cache"
-
-    def check_name(self, name: str) -> str:
-        """Return the stripped name or raise `InvalidRequest` saying what a name may contain."""
-        clean = (name or "").strip()
-        if not _NAME.match(clean):
-            raise InvalidRequest(
-                "voice_name_invalid",
-                f"voice name {name!r} is not allowed: use 1-64 letters, digits, spaces, '.', '-' or '_', "
-                "starting with a letter or digit",
-                name=name,
-            )
-        if clean in self.reserved:
-            raise InvalidRequest(
-                "voice_name_taken",
-                f"{clean!r} is a built-in speaker of the offline backend; choose another name",
-                name=clean,
-            )
-        return clean
-
-    def _path(self, name: str) -> Path:
-        return self.voices_dir / f"{name}.json"
-
-    def save(self, name: str, style: VoiceStyle, source: str = "manual", similarity: float | None = None) -> StyleVoice:
-        """Save (or overwrite) voice `name`."""
-        clean = self.check_name(name)
-        voice = StyleVoice(name=clean, style=style, created=time.time(), source=source, similarity=similarity)
-        _write_json(
-            self._path(clean),
-            {"name": clean, "style": style.to_json(), "created": voice.created, "source": source, "similarity": similarity},
-        )
-        log.info("saved offline voice %r (%s)", clean, source)
-        return voice
-
-    def load(self, name: str) -> StyleVoice | None:
-        """The saved voice `name`, or None if there is none (or its file is unreadable)."""
-        path = self._path(name)
-        if not _NAME.match(name) or not path.is_file():
-            return None
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            return StyleVoice(
-                name=name,
-                style=VoiceStyle.from_json(data["style"]),
-                created=float(data.get("created", 0.0)),
-                source=str(data.get("source", "")),
-                similarity=data.get("similarity"),
-            )
-        except (ValueError, KeyError, TypeError) as exc:
-            log.warning("ignoring unreadable saved voice %s: %s", path.name, exc)
-            return None
-
-    def names(self) -> list[str]:
-        """Names of the saved voices, sorted."""
-        if not self.voices_dir.is_dir():
-            return []
-        return sorted(p.stem for p in self.voices_dir.glob("*.json") if not p.name.startswith(".") and _NAME.match(p.stem))
-
-    def delete(self, name: str) -> bool:
-        """Delete voice `name`; False if there was no such voice."""
-        path = self._path(name)
-        if not _NAME.match(name) or not path.is_file():
-            return False
-        path.unlink()
-        log.info("deleted offline voice %r", name)
-        return True
 
     def cached_match(self, key: str, fingerprint: str | None = None) -> MatchResult | None:
         """The cached match of the prompt with hash `key`, if any (and made with `fingerprint`'s models)."""

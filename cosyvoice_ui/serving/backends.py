@@ -13,12 +13,19 @@ from ..settings import LoadOptions
 from ..types import EngineInfo, ProgressCallback
 
 OFFLINE_ID = "offline-default"
+OFFLINE_NAME_KEY = "offline_choice"
 
 
 @dataclass(frozen=True)
 class ModelChoice:
     model_id: str  # a folder path, or OFFLINE_ID
     label: str
+    label_key: str = ""  # the UI's string-table key of a localised label ("" = show `label`)
+
+
+def name_key(model_id: str) -> str:
+    """The UI's string-table key of a model's localised name ("" = its own name is the name to show)."""
+    return OFFLINE_NAME_KEY if model_id == OFFLINE_ID else ""
 
 
 def model_choices(models_dir: Path | None, current_id: str) -> list[ModelChoice]:
@@ -28,16 +35,17 @@ def model_choices(models_dir: Path | None, current_id: str) -> list[ModelChoice]
     found = [ModelChoice(str(p), p.name) for p in find_models(models_dir)] if models_dir else []
     if current_id != OFFLINE_ID and all(c.model_id != current_id for c in found):
         found.insert(0, ModelChoice(current_id, Path(current_id).name))
-    return found + [ModelChoice(OFFLINE_ID, "Offline default (no download)")]
+    return found + [ModelChoice(OFFLINE_ID, "Offline default (no download)", OFFLINE_NAME_KEY)]
 
 
 def default_model_id(model_dir: Path | None, models_dir: Path) -> str:
     """The explicit folder, else the first CosyVoice folder under models_dir, else the offline default."""
+    from ..cosyvoice.families import is_model_folder
     from ..cosyvoice.hub import find_models
 
     if model_dir is not None:
         return str(model_dir)
-    found = [p for p in find_models(models_dir) if (p / "cosyvoice.yaml").is_file()]
+    found = [p for p in find_models(models_dir) if is_model_folder(p, supported_only=True)]
     return str(found[0]) if found else OFFLINE_ID
 
 

@@ -19,7 +19,7 @@ from ..engine import Engine
 from ..errors import Cancelled, ConfigError, CosyVoiceError
 from ..settings import LoadOptions
 from ..types import EngineInfo, ProgressCallback, ProgressEvent
-from .backends import ModelChoice, describe, load_any, model_choices
+from .backends import ModelChoice, describe, load_any, model_choices, name_key
 from .memory import release_memory, rss_mb
 
 log = logging.getLogger(__name__)
@@ -34,6 +34,7 @@ class ManagerStatus:
     state: str  # unloaded | loading | loaded | error
     model_id: str
     model: str  # display name
+    model_key: str  # the UI's string-table key of a localised name ("" = show `model`)
     device: str | None
     error: str
     load_fraction: float
@@ -111,6 +112,7 @@ class ModelManager:
             running = self._running
         return ManagerStatus(
             state=self._state, model_id=self.model_id, model=info.name if info else Path(self.model_id).name,
+            model_key="" if info else name_key(self.model_id),
             device=info.device if info else None, error=self._error, load_fraction=self._load_progress.fraction,
             load_message=self._load_progress.message, running=running, queued=queued, rss_mb=round(rss_mb(), 1),
             baseline_rss_mb=round(self.baseline_rss_mb, 1), idle_unload_s=self.idle_unload_s,

@@ -32,10 +32,13 @@ DESCRIBE_TIMEOUT_S = 3.0  # for the UI's first paint: a dead remote must not sta
 class RemoteError(CosyVoiceError):
     """The remote engine could not be reached or failed; the message names its URL and what to check."""
 
-    def __init__(self, message: str, status: int = 502, code: str = "remote_engine_error") -> None:
+    def __init__(self, message: str, code: str = "remote_engine_error") -> None:
         super().__init__(message)
-        self.status = status  # the REST API answers with this status
         self.code = code
+
+
+class RemoteBusy(RemoteError):
+    """The remote engine is up but cannot take the job now (its queue is full or it rate-limits us)."""
 
 
 def _client(api_key: str | None, timeout: float | None = None):
@@ -55,11 +58,11 @@ def _fail(url: str, response) -> CosyVoiceError:
         code, message = "remote_engine_error", f"HTTP {response.status_code}"
     if response.status_code in (401, 403):
         return RemoteError(f"the engine at {url} refused the API key ({message}); start this app with the "
-                           "remote's key: --api-key KEY", 502, "remote_auth_failed")
+                           "remote's key: --api-key KEY", "remote_auth_failed")
     if response.status_code in (400, 404, 413, 422):
         return InvalidRequest(code, message)
     if response.status_code in (429, 503):
-        return RemoteError(f"the engine at {url} is busy: {message}", 503, code)
+        return RemoteBusy(f"the engine at {url} is busy: {message}", code)
     return RemoteError(f"the engine at {url} failed: {message}")
 
 
@@ -77,7 +80,7 @@ def _request(client, method: str, url: str, **kwargs):
 
 def _unreachable(url: str, exc: Exception) -> RemoteError:
     return RemoteError(f"cannot reach the engine at {url} ({type(exc).__name__}: {exc}); check that it is running "
-                       "and that --engine-url is right", 502, "engine_unreachable")
+                       "and that --engine-url is right", "engine_unreachable")
 
 
 def info_from_models(payload: dict, url: str) -> EngineInfo:

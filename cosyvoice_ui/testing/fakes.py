@@ -1,5 +1,5 @@
-"""A fake `Engine` for orchestration tests (manager, UI, API): no model, deterministic audio,
-adjustable delay per chunk, and the same request checks as a real backend."""
+"""The one fake `Engine` of the orchestration tests (manager, UI, API): no model, deterministic audio per
+seed, and handles to hold, gate and observe a running job. Requests go through the real checks."""
 
 from __future__ import annotations
 
@@ -14,19 +14,30 @@ from ..types import AudioChunk, CheckedRequest, EngineInfo, Mode, ProgressCallba
 
 
 class FakeEngine(Engine):
-    """Speaks a sine tone: 0.25 s per word, in `chunks_per_request` chunks."""
+    """Speaks seeded noise (the same seed gives the same samples, another seed others).
+
+    Length: `chunk_samples` per chunk when given, else 0.25 s per word (divided by the speed), split into
+    `chunks` chunks. Handles: `release` (cleared: chunks wait for it), `gate` (chunk 2 waits for it),
+    events `started`, `second_chunk_started`, `finished`, `cancelled`, and the counter `calls`.
+    """
 
     def __init__(self, name: str = "fake", modes: tuple[Mode, ...] = tuple(Mode), speakers: tuple[str, ...] = ("A", "B"),
-                 sample_rate: int = 16000, chunk_delay_s: float = 0.0, chunks_per_request: int = 2,
+                 sample_rate: int = 16000, chunks: int = 2, chunk_samples: int | None = None,
+                 chunk_delay_s: float = 0.0, gate: threading.Event | None = None,
                  instruct_examples: tuple[str, ...] = ("Speak slowly.",)) -> None:
-        self._info = EngineInfo(name=name, family="fake", sample_rate=sample_rate, modes=modes, speakers=speakers,
-                                instruct_examples=instruct_examples)
+        self._info = EngineInfo(name=name, family="fake", sample_rate=sample_rate, modes=tuple(modes),
+                                speakers=tuple(speakers), instruct_examples=instruct_examples)
+        self.chunks = chunks
+        self.chunk_samples = chunk_samples
         self.chunk_delay_s = chunk_delay_s
-        self.chunks_per_request = chunks_per_request
+        self.gate = gate
         self.closed = False
         self.calls = 0
-        self.started = threading.Event()  # set when a synthesis has begun (for concurrency tests)
-        self.release = threading.Event()  # when `hold` is True, chunks wait for this
+        self.started = threading.Event()  # a synthesis has begun (concurrency tests)
+        self.second_chunk_started = threading.Event()
+        self.finished = threading.Event()
+        self.cancelled = threading.Event()
+        self.release = threading.Event()  # cleared: every chunk waits until it is set again
         self.release.set()
 
     @property
@@ -34,23 +45,33 @@ class FakeEngine(Engine):
         return self._info
 
     def _synthesize(self, request: CheckedRequest, progress: ProgressCallback | None,
-                     cancel: threading.Event | None) -> Iterator[AudioChunk]:
+                    cancel: threading.Event | None) -> Iterator[AudioChunk]:
         assert not self.closed, "used after close()"
         self.calls += 1
         self.started.set()
-        words = max(1, len((request.text or "x").split()))
-        total = int(0.25 * words * self._info.sample_rate / request.speed)
-        t = np.arange(total) / self._info.sample_rate
-        wave = (0.3 * np.sin(2 * np.pi * (200 + (request.seed or 0) % 50) * t)).astype(np.float32)
-        pieces = np.array_split(wave, self.chunks_per_request)
-        for i, piece in enumerate(pieces):
+        rng = np.random.default_rng(request.seed)
+        rate = self._info.sample_rate
+        if self.chunk_samples is not None:
+            sizes = [self.chunk_samples] * self.chunks
+        else:
+            words = max(1, len((request.text or "x").split()))
+            sizes = [len(p) for p in np.array_split(np.empty(int(0.25 * words * rate / request.speed)), self.chunks)]
+        for i, size in enumerate(sizes):
+            if i == 1:
+                self.second_chunk_started.set()
+                if self.gate is not None:
+                    self.gate.wait(5.0)
+            if cancel is not None and cancel.is_set():
+                self.cancelled.set()
             raise_if_cancelled(cancel)
             while not self.release.wait(0.05):
                 raise_if_cancelled(cancel)
             if self.chunk_delay_s:
                 time.sleep(self.chunk_delay_s)
-            report(progress, "vocoder", (i + 1) / len(pieces), f"chunk {i + 1}")
-            yield AudioChunk(piece, self._info.sample_rate, 0, 1, i == len(pieces) - 1, request.text)
+            report(progress, "vocoder", (i + 1) / len(sizes), f"chunk {i + 1}")
+            samples = (0.1 * rng.standard_normal(size)).astype(np.float32)
+            yield AudioChunk(samples, rate, 0, 1, i == len(sizes) - 1, request.text)
+        self.finished.set()
 
     def close(self) -> None:
         self.closed = True

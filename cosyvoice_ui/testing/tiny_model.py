@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from ..cosyvoice.families import VARIANT_FILE
+from ..cosyvoice.families import V1, VARIANT_FILE
 from .tiny_onnx import write_campplus, write_speech_tokenizer_v1
 
 SFT_SPEAKERS = ("中文女", "中文男", "英文女", "英文男", "日语男", "粤语女", "韩语女")
@@ -208,18 +208,17 @@ def build_v1_modules(yaml_text: str, seed: int = 0):
     """
     import tempfile
 
-    from ..cosyvoice.config import parse_v1, read_yaml
-    from ..cosyvoice.models.flow import MaskedDiffWithXvec
-    from ..cosyvoice.models.hift import HiFTGenerator
-    from ..cosyvoice.models.llm import TransformerLM
+    from ..cosyvoice.config import read_yaml
+    from ..cosyvoice.registry import backend_for
 
+    backend = backend_for(V1)
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "cosyvoice.yaml"
+        path = Path(tmp) / V1.yaml_name
         path.write_text(yaml_text, encoding="utf-8")
-        config = parse_v1(read_yaml(path))
+        config = backend.parse_config(read_yaml(path), V1.yaml_name)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        llm, flow, hift = TransformerLM(config.llm), MaskedDiffWithXvec(config.flow), HiFTGenerator(config.hift)
+        llm, flow, hift = backend.build_llm(config.llm), backend.build_flow(config.flow), backend.build_vocoder(config.hift)
         _make_speakable(llm, hift)
     return llm, flow, hift, config
 
@@ -249,7 +248,7 @@ def write_tiny_model(out_dir: str | Path, family: str = "v1", sft: bool = False,
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     text = v1_yaml(dims or TinyDims())
-    (out / "cosyvoice.yaml").write_text(text, encoding="utf-8")
+    (out / V1.yaml_name).write_text(text, encoding="utf-8")
     llm, flow, hift, _ = build_v1_modules(text, seed)
     torch.save(llm.state_dict(), out / "llm.pt")
     torch.save(flow.state_dict(), out / "flow.pt")

@@ -31,7 +31,6 @@ from pathlib import Path
 
 from .. import audio as audio_utils
 from ..api.schemas import TTSBody
-from ..api.security import ApiError
 from ..errors import Cancelled, CosyVoiceError, InvalidRequest
 from ..types import Mode
 
@@ -165,7 +164,7 @@ def _clear_errors():
 
 
 def _message(exc: BaseException) -> str:
-    if isinstance(exc, (InvalidRequest, ApiError)):
+    if isinstance(exc, InvalidRequest):
         return exc.message
     if isinstance(exc, Cancelled):
         return "the job was stopped before it finished; send it again"
@@ -182,8 +181,8 @@ def _public(fn, name: str):
     def endpoint(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
-        except (ApiError, CosyVoiceError) as exc:
-            refused = isinstance(exc, InvalidRequest) or (isinstance(exc, ApiError) and exc.status < 500)
+        except CosyVoiceError as exc:  # the service raises domain errors only (no HTTP statuses)
+            refused = isinstance(exc, InvalidRequest)
             raise gr.Error(_message(exc), title="Request refused" if refused else "Synthesis failed",
                            print_exception=False) from None
         except gr.Error:

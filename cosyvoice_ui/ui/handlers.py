@@ -23,7 +23,7 @@ from ..errors import Cancelled, CosyVoiceError, InvalidRequest
 from ..serving.manager import ModelManager
 from ..settings import Settings
 from ..types import Mode, ProgressEvent, SynthesisRequest
-from ..validation import check_request
+from ..validation import check_request, mode_hint
 from . import strings
 
 log = logging.getLogger(__name__)
@@ -86,6 +86,10 @@ class Handlers:
             self._stops[session] = flag
             return flag
 
+    def cancel_flag(self, request) -> threading.Event:
+        """A fresh stop flag for the browser session of `request` (a gr.Request); Stop sets it."""
+        return self.stop_flag(_session(request))
+
     def stop(self, request=None) -> None:
         with self._lock:
             flag = self._stops.get(_session(request))
@@ -108,8 +112,8 @@ class Handlers:
             request, ref = self.with_default_voice(request)
         except InvalidRequest as exc:
             raise gr.Error(strings.message(exc, lang)) from None
-        cancel = self.stop_flag(_session(http_request))
-        report = _progress_adapter(progress, lang)
+        cancel = self.cancel_flag(http_request)
+        report = progress_adapter(progress, lang)
         started = time.perf_counter()
         pieces: list[np.ndarray] = []
         gain: float | None = None
@@ -124,16 +128,12 @@ class Handlers:
                     pieces.append(chunk.samples)
                     if request.stream:
                         if options.normalize and gain is None:
-                            gain = _stream_gain(chunk.samples, rate)
+                            gain = audio_utils.stream_gain(chunk.samples, rate)
                         out = chunk.samples * gain if gain else chunk.samples
                         yield (rate, np.clip(out, -1, 1)), gr.skip(), gr.skip(), gr.skip()
-        except Cancelled:
-            raise gr.Error(strings.label("stopped", lang)) from None
-        except InvalidRequest as exc:
-            raise gr.Error(strings.message(exc, lang)) from None
-        except CosyVoiceError as exc:  # the engine's own (English) explanation, introduced in the user's language
-            raise gr.Error(str(exc) if lang != "zh" else strings.prefixed("generation_failed", exc, lang)) from None
-        wave = np.concatenate(pieces) if pieces else np.zeros(0, np.float32)
+        except CosyVoiceError as exc:
+            raise gr.Error(failure_text(exc, lang)) from None
+        wave = audio_utils.join_chunks(pieces)
         if options.normalize:
             wave = audio_utils.normalize_loudness(wave, rate)
         path = self._save(wave, rate, options.fmt)
@@ -155,22 +155,20 @@ class Handlers:
 
 
 def _needs(mode: Mode) -> str:
-    from ..cosyvoice.families import model_that_can
-
-    return model_that_can(mode)
+    return mode_hint(mode)
 
 
-def _stream_gain(first_chunk: np.ndarray, rate: int) -> float:
-    """One gain for the whole stream (from the first chunk), so chunks keep a consistent level."""
-    loudness = audio_utils.integrated_loudness(first_chunk, rate)
-    if not np.isfinite(loudness):
-        return 1.0
-    gain = 10 ** ((audio_utils.DEFAULT_LUFS - loudness) / 20)
-    peak = float(np.max(np.abs(first_chunk))) or 1.0
-    return float(min(gain, 0.99 / peak, 10.0))
+def failure_text(exc: CosyVoiceError, lang: str) -> str:
+    """What the user reads when a job fails: stopped, a bad request, or the engine's own (English)
+    explanation, introduced in the user's language."""
+    if isinstance(exc, Cancelled):
+        return strings.label("stopped", lang)
+    if isinstance(exc, InvalidRequest):
+        return strings.message(exc, lang)
+    return str(exc) if lang != "zh" else strings.prefixed("generation_failed", exc, lang)
 
 
-def _progress_adapter(progress, lang: str):
+def progress_adapter(progress, lang: str):
     """Engine/manager progress events → a gr.Progress bar with a short label in the user's language."""
 
     def report(event: ProgressEvent) -> None:

@@ -10,7 +10,6 @@ import logging
 from dataclasses import dataclass
 
 from ..errors import CosyVoiceError
-from ..serving.backends import OFFLINE_ID
 from ..serving.manager import ModelManager
 from ..settings import Settings
 from ..types import ProgressEvent
@@ -40,8 +39,8 @@ def state_markdown(manager: ModelManager, lang: str = "en") -> str:
     state = s.state
     icon = {"loaded": "🟢", "unloaded": "⚪", "loading": "🟡", "error": "🔴"}.get(state, "⚪")
     key = f"state_{state}"
-    # Before it loads, the offline default is known by its id only: show its name instead.
-    model = strings.label("offline_choice", lang) if s.model == OFFLINE_ID else s.model
+    name_key = strings.name_key(s)  # a name the serving layer gives in English only: show the localised one
+    model = strings.label(name_key, lang) if name_key else s.model
     parts = [f"{icon} **{model}** — {strings.label(key, lang) if key in strings.LABELS_EN else state}"]
     if state == "loading":  # the loader's detail is English: Chinese gets the percentage only
         detail = f" {s.load_message}" if lang != "zh" and s.load_message else ""
@@ -62,10 +61,10 @@ def build_model_panel(manager: ModelManager, settings: Settings, t, page=None) -
     """The panel; with `page` (the gr.Blocks) its state line is written in the browser's language on load."""
     import gradio as gr
 
-    from ..cosyvoice.hub import CATALOGUE, download
+    from ..serving.backends import download_model, downloadable_models
 
     def choices():
-        return [(t("offline_choice") if c.model_id == OFFLINE_ID else c.label, c.model_id) for c in manager.choices()]
+        return [(t(key) if (key := strings.name_key(c)) else c.label, c.model_id) for c in manager.choices()]
 
     with gr.Accordion(t("model_panel"), open=False, elem_id="model-panel"):
         with gr.Row():
@@ -76,7 +75,8 @@ def build_model_panel(manager: ModelManager, settings: Settings, t, page=None) -
             load = gr.Button(t("load"), size="sm")
             unload = gr.Button(t("unload"), size="sm", elem_id="unload")
         with gr.Row():
-            catalogue = gr.Dropdown([e.name for e in CATALOGUE if e.supported], value=CATALOGUE[0].name,
+            names = downloadable_models()
+            catalogue = gr.Dropdown(names, value=names[0] if names else None,
                                     label=t("download_model"), scale=3)
             fetch = gr.Button(t("download"), size="sm", scale=0)
     timer = gr.Timer(2.0)  # outside the accordion: a timer inside a collapsed one never ticks
@@ -110,7 +110,7 @@ def build_model_panel(manager: ModelManager, settings: Settings, t, page=None) -
             progress(event.fraction, desc=strings.progress_text(event, lang))
 
         try:
-            path = download(name, settings.models_dir, progress=report)
+            path = download_model(name, settings.models_dir, progress=report)
         except CosyVoiceError as exc:
             gr.Warning(strings.prefixed("download_failed", exc, lang))
             return gr.update(choices=choices()), state_markdown(manager, lang)

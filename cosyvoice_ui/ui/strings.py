@@ -68,6 +68,17 @@ LABELS_EN: dict[str, str] = {
     "history_empty": "Nothing generated in this browser yet.",
     "rerun": "Re-run",
     "clear_history": "Clear history",
+    # One history entry's first line (the text follows under it), and the kinds of job it names
+    "history_entry": "**{time}** · {mode} · {voice} · seed {seed}",
+    "history_sample": "your sample",
+    "mode_sft": "Preset speaker",
+    "mode_zero_shot": "Voice clone",
+    "mode_cross_lingual": "Cross-lingual",
+    "mode_instruct": "Style instruction",
+    "mode_vc": "Voice conversion",
+    "example_label": "{text} (seed {seed})",
+    "example_unavailable": "This model has no second preset speaker to record the example with: upload the two "
+                           "recordings yourself, or load a model with preset speakers.",
     "no_speakers_note": "This model has no preset speakers: Generate speaks with the default voice (the built-in "
                         "example voice, or the saved voice you made the default). Load CosyVoice-300M-SFT (or "
                         "-Instruct) for presets.",
@@ -193,6 +204,15 @@ LABELS_ZH: dict[str, str] = {
     "history_empty": "此浏览器中还没有生成记录。",
     "rerun": "重新生成",
     "clear_history": "清空历史",
+    "history_entry": "**{time}** · {mode} · {voice} · 种子 {seed}",
+    "history_sample": "上传的样本",
+    "mode_sft": "预训练音色",
+    "mode_zero_shot": "声音复刻",
+    "mode_cross_lingual": "跨语种复刻",
+    "mode_instruct": "风格指令",
+    "mode_vc": "声音转换",
+    "example_label": "{text}（种子 {seed}）",
+    "example_unavailable": "当前模型没有第二个预训练音色来录制示例：请自己上传两段录音，或加载带预训练音色的模型。",
     "no_speakers_note": "此模型没有预训练音色：生成时使用默认声音（内置示例声音，或你设为默认的已保存声音）。"
                         "如需预训练音色，请加载 CosyVoice-300M-SFT（或 -Instruct）。",
     "instruct_unavailable": "此模型不支持风格指令；请加载 CosyVoice-300M-Instruct。",
@@ -333,6 +353,29 @@ def notes_markdown(info, t):
     if info.notes_key in LABELS_EN:
         return t(info.notes_key)
     return f"<details><summary>{t('notes_other')}</summary>\n\n{info.notes}\n\n</details>"
+
+
+# Display names the serving layer gives in English only → the key of their localised name. Interim: remove
+# once `ModelChoice.label_key` / `ManagerStatus.model_key` carry the key themselves (see `name_key`).
+def name_key(record) -> str:
+    """The string-table key of a model's localised name ("" = show its name as it is), for a `ModelChoice`
+    (`label_key`, `label`) or a `ManagerStatus` (`model_key`, `model`)."""
+    return getattr(record, "label_key", "") or getattr(record, "model_key", "")
+
+
+def history_line(entry: dict, lang: str) -> str:
+    """The first line of a history entry: when, what kind of job, which voice, which seed."""
+    mode = str(entry.get("mode", ""))
+    voice = entry.get("voice") or "-"
+    return label("history_entry", lang).format(
+        time=entry.get("time", ""), mode=label(f"mode_{mode}", lang) if f"mode_{mode}" in LABELS_EN else mode,
+        voice=label("history_sample", lang) if voice == "sample" else voice, seed=entry.get("seed"))
+
+
+def example_label(text: str, seed: object, lang: str) -> str:
+    """An example's button text: the start of the sentence and the seed it plays with."""
+    short = f"{text[:48]}{'…' if len(text) > 48 else ''}"
+    return label("example_label", lang).format(text=short, seed=seed)
 
 
 def i18n():

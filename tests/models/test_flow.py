@@ -14,7 +14,9 @@ from cosyvoice_ui.cosyvoice.checkpoint import read_state_dict
 from cosyvoice_ui.cosyvoice.config import parse_v1, read_yaml
 from cosyvoice_ui.errors import CheckpointError
 from cosyvoice_ui.cosyvoice.models.cfm import draw_noise, euler_steps, time_grid
-from cosyvoice_ui.cosyvoice.models.flow import MaskedDiffWithXvec, load_flow
+from cosyvoice_ui.cosyvoice.families import V1
+from cosyvoice_ui.cosyvoice.models.flow import MaskedDiffWithXvec
+from cosyvoice_ui.cosyvoice.registry import backend_for
 
 CASES = ["F1_zero_shot", "F2_short", "F3_noprompt"]
 # Tolerances from the fixture README.
@@ -30,7 +32,7 @@ def assert_close(actual: torch.Tensor, expected: torch.Tensor, atol: float, what
 @pytest.fixture(scope="module")
 def flow(v1_fixture: Path) -> MaskedDiffWithXvec:
     cfg = parse_v1(read_yaml(v1_fixture / "cosyvoice.yaml"))
-    return load_flow(cfg.flow, read_state_dict(v1_fixture / "flow.pt"))
+    return backend_for(V1).load_flow(cfg.flow, read_state_dict(v1_fixture / "flow.pt"))
 
 
 @pytest.fixture(scope="module")
@@ -192,4 +194,4 @@ def test_load_flow_rejects_a_mismatched_state_dict(v1_fixture: Path) -> None:
     sd = read_state_dict(v1_fixture / "flow.pt")
     sd.pop("decoder.estimator.final_proj.bias")
     with pytest.raises(CheckpointError, match="final_proj.bias"):
-        load_flow(cfg.flow, sd)
+        backend_for(V1).load_flow(cfg.flow, sd)

@@ -16,8 +16,10 @@ from safetensors.torch import load_file
 from cosyvoice_ui.cosyvoice.checkpoint import fold_weight_norm, read_state_dict
 from cosyvoice_ui.cosyvoice.config import HiFTConfig, parse_v1, read_yaml
 from cosyvoice_ui.errors import CheckpointError
-from cosyvoice_ui.cosyvoice.models.hift import HiFTGenerator, load_hift, unfold_weight_norm, weight_norm_names
-from cosyvoice_ui.cosyvoice.models.nsf import NSFNoise, SourceModuleHnNSF
+from cosyvoice_ui.cosyvoice.families import V1
+from cosyvoice_ui.cosyvoice.models.hift import HiFTGenerator, unfold_weight_norm, weight_norm_names
+from cosyvoice_ui.cosyvoice.models.nsf import NSFNoise, SineGen, SineGen2, SourceModuleHnNSF
+from cosyvoice_ui.cosyvoice.registry import backend_for
 
 # (case, seed of the manifest's noise_recipe)
 CASES = [("H1_frontend_mel", 201), ("H2_flow_mel", 202)]
@@ -39,9 +41,14 @@ def tiny_config(sampling_rate: int = 22050) -> HiFTConfig:
         f0_in_channels=80, f0_cond_channels=8)
 
 
+def load_hift(cfg: HiFTConfig, state_dict: dict[str, torch.Tensor]) -> HiFTGenerator:
+    """hift.pt as the loader reads it for v1 (prefix strip, weight-norm folding, strict)."""
+    return backend_for(V1).load_vocoder(cfg, state_dict)
+
+
 def tiny_model(seed: int = 0) -> HiFTGenerator:
     torch.manual_seed(seed)  # test-only: the library itself never seeds
-    model = HiFTGenerator(tiny_config()).eval()
+    model = HiFTGenerator(tiny_config(), SineGen).eval()
     with torch.no_grad():
         # Push f0 into a voiced range so the sine path (not only noise) is exercised.
         model.f0_predictor.classifier.bias.fill_(150.0)
@@ -285,7 +292,7 @@ def test_cache_source_overwrites_the_head_only() -> None:
 
 
 def test_source_is_sine_when_voiced_and_noise_when_unvoiced() -> None:
-    module = SourceModuleHnNSF(22050)
+    module = SourceModuleHnNSF(SineGen(22050, 8, 0.1, 0.003, 10.0))
     with torch.no_grad():
         module.l_linear.weight.zero_()
         module.l_linear.weight[0, 0] = 1.0  # pass the fundamental straight through
@@ -302,6 +309,21 @@ def test_source_is_sine_when_voiced_and_noise_when_unvoiced() -> None:
 
 
 def test_24khz_source_is_not_implemented_yet() -> None:
-    model = HiFTGenerator(tiny_config(sampling_rate=24000))
+    model = HiFTGenerator(tiny_config(sampling_rate=24000), SineGen2)
     with pytest.raises(NotImplementedError, match="SineGen2"):
         model.source(torch.full((1, 2), 100.0))
+
+
+def test_set_conv_dtype_keeps_shapes_and_float32_around_the_convolutions() -> None:
+    model = tiny_model(3)
+    mel = torch.randn(1, 80, 6, generator=torch.Generator().manual_seed(4)) - 4
+    src = 0.1 * torch.randn(1, 1, 6 * 256, generator=torch.Generator().manual_seed(5))
+    with torch.no_grad():
+        ref = model.decode_to_spectrum(mel, src)
+        model.set_conv_dtype(torch.bfloat16)
+        spec = model.decode_to_spectrum(mel, src)
+        wave = model.decode(mel, src)
+    assert model.decode_dtype == torch.bfloat16 and model.resblocks[0].convs1[0].weight.dtype == torch.bfloat16
+    assert model.f0_predictor.condnet[0].weight.dtype == torch.float32  # f0 and the source stay float32
+    assert spec.dtype == torch.float32 and spec.shape == ref.shape == (1, 18, 6 * 256 // 4 + 1)
+    assert wave.shape == (1, 6 * 256) and wave.dtype == torch.float32

@@ -13,9 +13,11 @@ from safetensors.torch import load_file
 from cosyvoice_ui.cosyvoice.checkpoint import read_state_dict
 from cosyvoice_ui.cosyvoice.config import EncoderConfig, LLMConfig, SamplingConfig, parse_v1, read_yaml
 from cosyvoice_ui.errors import CheckpointError
-from cosyvoice_ui.cosyvoice.models.llm import TransformerLM, load_llm
+from cosyvoice_ui.cosyvoice.families import V1
+from cosyvoice_ui.cosyvoice.models.decode_cache import DecodeCache
+from cosyvoice_ui.cosyvoice.models.llm import TransformerLM
 from cosyvoice_ui.cosyvoice.models.sampling import RasSampler, greedy
-from cosyvoice_ui.cosyvoice.models.transformer import RelPositionProjections
+from cosyvoice_ui.cosyvoice.registry import backend_for
 
 CASES = ["A_zero_shot", "B_sft", "C_instruct"]
 
@@ -27,7 +29,7 @@ CASES = ["A_zero_shot", "B_sft", "C_instruct"]
 @pytest.fixture(scope="module")
 def fixture_llm(v1_fixture: Path) -> TransformerLM:
     cfg = parse_v1(read_yaml(v1_fixture / "cosyvoice.yaml")).llm
-    return load_llm(cfg, read_state_dict(v1_fixture / "llm.pt"))
+    return backend_for(V1).load_llm(cfg, read_state_dict(v1_fixture / "llm.pt"))
 
 
 @pytest.fixture(scope="module")
@@ -57,6 +59,7 @@ def _assert_close(name: str, actual: torch.Tensor, expected: torch.Tensor, atol:
 def test_llm_pt_loads_strictly(v1_fixture: Path) -> None:
     cfg = parse_v1(read_yaml(v1_fixture / "cosyvoice.yaml")).llm
     sd = read_state_dict(v1_fixture / "llm.pt")
+    load_llm = backend_for(V1).load_llm
     model = load_llm(cfg, sd)
     assert set(model.state_dict()) == set(sd)
     assert not model.training
@@ -236,17 +239,45 @@ def test_inference_rejects_a_non_cpu_generator(tiny: TransformerLM) -> None:
 
 
 def test_cached_decode_matches_the_full_causal_pass(tiny: TransformerLM) -> None:
-    # Exercises Encoder.forward_step with RelPositionProjections growing several times (capacity doubling).
+    # Exercises Encoder.forward_step with the position table and KV buffers growing several times.
     xs = torch.randn(1, 70, 32, generator=torch.Generator().manual_seed(2))
     with torch.inference_mode():
         full = tiny.llm(xs)
-        positions = RelPositionProjections(tiny.llm)
-        out, caches = tiny.llm.forward_step(xs[:, :5], None, positions)
-        outs = [out]
+        cache = DecodeCache(tiny.llm)  # no reserve: every buffer starts at its first call's size
+        outs = [tiny.llm.forward_step(xs[:, :5], cache)]
         for i in range(5, 70):
-            out, caches = tiny.llm.forward_step(xs[:, i : i + 1], caches, positions)
-            outs.append(out)
-        plain, _ = tiny.llm.forward_step(xs, None)  # the uncached path, one call
-    assert caches[0].view().shape == (1, 4, 70, 16)
+            outs.append(tiny.llm.forward_step(xs[:, i : i + 1], cache))
+        plain = tiny.llm.forward_step(xs, DecodeCache(tiny.llm))  # the whole sequence in one call
+    assert cache.length == 70 and cache.layers[0].view().shape == (1, 4, 70, 16)
     _assert_close("cached steps vs full", torch.cat(outs, dim=1), full, 1e-5)
     _assert_close("uncached step vs full", plain, full, 1e-6)
+
+
+def _fresh_tiny() -> TransformerLM:
+    model = TransformerLM(_tiny_cfg()).eval()
+    gen = torch.Generator().manual_seed(7)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(torch.randn(p.shape, generator=gen) * 0.3)
+    return model
+
+
+def test_inference_layouts_keep_shapes_and_leave_the_speaker_projection_a_linear() -> None:
+    from torch import nn
+
+    from cosyvoice_ui.cosyvoice.models.linears import onednn_linear_works
+
+    args = (*_tiny_inputs(), torch.randint(0, 50, (1, 6), generator=torch.Generator().manual_seed(3)))
+    with torch.inference_mode():
+        ref = _fresh_tiny().teacher_forced_logp(*args)
+    n_linears = sum(isinstance(m, nn.Linear) for m in _fresh_tiny().modules())
+    layouts = [("column_major_linears", n_linears), ("quantize_int8", n_linears - 1)]
+    if onednn_linear_works():
+        layouts.append(("pack_linears", n_linears - 1))
+    for method, count in layouts:
+        model = _fresh_tiny()
+        assert getattr(model, method)() == count, method  # the speaker projection is skipped where it must be
+        assert type(model.spk_embed_affine_layer) is nn.Linear
+        with torch.inference_mode():
+            out = model.teacher_forced_logp(*args)
+        assert out.shape == ref.shape == (7, 51) and torch.isfinite(out).all(), method

@@ -1,11 +1,13 @@
-"""Decoding helpers of models/transformer.py: the preallocated KV cache and the projected-position table."""
+"""models/transformer.py and its decoding caches (models/decode_cache.py): the preallocated KV cache, the
+projected-position table, incremental decoding, and the fused q/k/v projection."""
 
 from __future__ import annotations
 
 import torch
 
 from cosyvoice_ui.cosyvoice.config import EncoderConfig
-from cosyvoice_ui.cosyvoice.models.transformer import Encoder, KVCache, RelPositionProjections
+from cosyvoice_ui.cosyvoice.models.decode_cache import DecodeCache, KVCache, RelPositionProjections
+from cosyvoice_ui.cosyvoice.models.transformer import Encoder, RelPositionMultiHeadedAttention
 
 
 def _encoder(seed: int = 0) -> Encoder:
@@ -53,12 +55,38 @@ def test_decoding_with_a_small_reserve_matches_the_full_pass() -> None:
     xs = torch.randn(1, 30, 16, generator=torch.Generator().manual_seed(2))
     with torch.inference_mode():
         full = enc(xs)
-        positions = RelPositionProjections(enc)
-        positions.GROW_ROWS = 3
-        out, caches = enc.forward_step(xs[:, :4], None, positions, reserve=6)  # caches outgrow 6
-        outs = [out]
+        cache = DecodeCache(enc, reserve=6)  # the KV buffers outgrow 6
+        cache.positions.GROW_ROWS = 3
+        outs = [enc.forward_step(xs[:, :4], cache)]
         for i in range(4, 30):
-            out, caches = enc.forward_step(xs[:, i : i + 1], caches, positions)
-            outs.append(out)
-    assert caches[0].length == 30
+            outs.append(enc.forward_step(xs[:, i : i + 1], cache))
+    assert cache.length == 30 and cache.layers[0].length == 30 and cache.layers[0].capacity >= 30
     torch.testing.assert_close(torch.cat(outs, dim=1), full, atol=1e-5, rtol=1e-5)
+
+
+def test_fused_qkv_attention_keeps_shapes_and_outputs() -> None:
+    torch.manual_seed(3)
+    attn = RelPositionMultiHeadedAttention(4, 32, key_bias=False).eval()  # a missing key bias fuses as zeros
+    x = torch.randn(2, 7, 32)
+    pos = attn.project_positions(torch.randn(13, 32))  # r = 6 ... -6 for 7 queries and keys
+    mask = torch.ones(2, 7, 7, dtype=torch.bool).tril()
+    with torch.inference_mode():
+        before = attn(x, mask, pos)
+        assert attn.fuse_qkv() and not attn.fuse_qkv()  # fused once; a second call does nothing
+        after = attn(x, mask, pos)
+    assert attn.linear_qkv.weight.shape == (96, 32) and not hasattr(attn, "linear_q")
+    assert after.shape == before.shape == (2, 7, 32)
+    torch.testing.assert_close(after, before, atol=1e-6, rtol=1e-5)
+
+
+def test_encoder_fuse_qkv_counts_its_layers_and_keeps_decoding() -> None:
+    enc = _encoder(4)
+    xs = torch.randn(1, 9, 16, generator=torch.Generator().manual_seed(5))
+    with torch.inference_mode():
+        full = enc(xs)
+        assert enc.fuse_qkv() == 2 and enc.fuse_qkv() == 0
+        cache = DecodeCache(enc)
+        steps = torch.cat([enc.forward_step(xs[:, :3], cache)] +
+                          [enc.forward_step(xs[:, i : i + 1], cache) for i in range(3, 9)], dim=1)
+    assert steps.shape == full.shape == (1, 9, 32)
+    torch.testing.assert_close(steps, full, atol=1e-5, rtol=1e-5)

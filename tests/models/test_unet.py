@@ -11,7 +11,7 @@ from safetensors.torch import load_file
 
 from cosyvoice_ui.cosyvoice.checkpoint import load_strict, read_state_dict
 from cosyvoice_ui.cosyvoice.config import EstimatorConfig, parse_v1, read_yaml
-from cosyvoice_ui.cosyvoice.models.unet import ConditionalDecoder, SinusoidalPosEmb
+from cosyvoice_ui.cosyvoice.models.estimators.unet import ConditionalDecoder, SinusoidalPosEmb
 
 PREFIX = "decoder.estimator."
 
@@ -138,3 +138,19 @@ def test_time_embedding_layout() -> None:
     expected = 1000 * 0.25 * torch.exp(-j * torch.log(torch.tensor(10000.0, dtype=torch.float64)) / 159)
     assert max_diff(emb(t)[0, :160], expected.sin()) < 1e-3  # arguments reach 250 rad: float32 rounding
     assert max_diff(emb(t)[0, 160:], expected.cos()) < 1e-3
+
+
+def test_to_bf16_keeps_shapes_and_the_float32_interface() -> None:
+    with torch.random.fork_rng():
+        torch.manual_seed(1)
+        est = ConditionalDecoder(TINY).eval()
+    a = inputs(2, 19)
+    ref = run(est, a, lengths_mask([19, 12], 19))
+    est.to_bf16(matmul_attention=True)
+    out = run(est, a, lengths_mask([19, 12], 19))
+    assert est.compute_dtype == torch.bfloat16 and est.final_proj.weight.dtype == torch.bfloat16
+    assert est.time_mlp.linear_1.weight.dtype == torch.float32  # t·1000 stays float32
+    assert all(block.attn1.matmul_attention for block in est.mid_blocks[0][1])
+    assert out.dtype == torch.float32 and out.shape == ref.shape == (2, 80, 19)
+    assert out[1, :, 12:].abs().max() == 0  # padded frames stay exactly zero
+    assert ((out - ref).norm() / ref.norm()).item() < 0.05

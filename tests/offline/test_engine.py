@@ -180,23 +180,6 @@ def test_styles_differ_per_speaker(fake_engine: OfflineEngine) -> None:
     assert a.shape == b.shape and not np.allclose(a, b)
 
 
-def test_saved_voice_becomes_a_speaker(fake_engine: OfflineEngine) -> None:
-    style = VoiceStyle(weights={"jf_alpha": 0.5, "jm_kumo": 0.5})
-    fake_engine.save_voice("my voice", style, source="manual")
-    assert "my voice" in fake_engine.info.speakers
-    assert [v.name for v in fake_engine.list_voices()] == ["my voice"]
-    out = list(fake_engine.synthesize(sft(speaker="my voice")))
-    assert out[0].samples.size > 0
-    assert fake_engine.delete_voice("my voice") is True
-    assert "my voice" not in fake_engine.info.speakers
-    with pytest.raises(InvalidRequest) as info:
-        fake_engine.delete_voice("jf_alpha")
-    assert info.value.code == "voice_builtin"
-    with pytest.raises(InvalidRequest) as info:
-        fake_engine.save_voice("jm_kumo", style)
-    assert info.value.code == "voice_name_taken"
-
-
 def test_clone_mode_matches_once_per_prompt(fake_engine: OfflineEngine) -> None:
     matcher = FakeMatcher()
     fake_engine.speakers._matcher = matcher  # inject instead of loading the speaker encoder

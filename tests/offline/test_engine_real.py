@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -124,7 +125,7 @@ def speak_style(engine: OfflineEngine, style: VoiceStyle, text: str) -> np.ndarr
 
 
 @pytest.mark.slow
-def test_voice_match_beats_the_nearest_preset(real_engine: OfflineEngine) -> None:
+def test_voice_match_beats_the_nearest_preset(real_engine: OfflineEngine, tmp_path: Path) -> None:
     prompt = Audio(speak_style(real_engine, HELD_OUT, PROMPT_TEXT), 24000)
     started = time.perf_counter()
     result = real_engine.match_voice(prompt, level="quick")
@@ -142,12 +143,14 @@ def test_voice_match_beats_the_nearest_preset(real_engine: OfflineEngine) -> Non
         f"{result.baseline_voice} {result.baseline:.3f}); on new sentences {matched:.3f} vs {nearest:.3f}"
     )
     assert matched > nearest + 0.03, f"matched {matched:.3f} is not closer than the nearest preset {nearest:.3f}"
-    # The result is cached per recording and usable as a saved voice.
+    # The result is cached per recording, and a library voice of the same recording reuses it.
     assert real_engine.match_voice(prompt).cached
-    real_engine.save_voice("matched test voice", result.style, source="match:quick", similarity=result.similarity)
-    out = render(real_engine, SHORT, speaker="matched test voice")
-    assert out.size > 0
-    assert real_engine.delete_voice("matched test voice")
+    real_engine.register_voice("matched-test-voice", prompt, PROMPT_TEXT, tmp_path)
+    try:
+        out = render(real_engine, SHORT, speaker="matched-test-voice")
+        assert out.size > 0
+    finally:  # the engine is shared by the session's tests
+        real_engine.unregister_voice("matched-test-voice")
 
 
 @pytest.mark.slow

@@ -1,4 +1,4 @@
-"""Voice styles (blends + offsets) and the on-disk voice store / match cache."""
+"""Voice styles (blends + offsets) and the on-disk voice-match cache."""
 
 from __future__ import annotations
 
@@ -8,10 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cosyvoice_ui.errors import InvalidRequest
 from cosyvoice_ui.offline.styles import MAX_OFFSET, StyleSpace, VoiceStyle, describe
 from cosyvoice_ui.audio import audio_hash
-from cosyvoice_ui.offline.store import MatchResult, VoiceStore, read_match, write_match
+from cosyvoice_ui.offline.store import MatchCache, MatchResult, read_match, write_match
 from cosyvoice_ui.types import Audio
 
 NAMES = ("v_a", "v_b", "v_c")
@@ -82,56 +81,27 @@ def test_describe() -> None:
     assert text == "60% v_a + 40% v_b, offset 1.0σ"
 
 
-def test_store_save_list_load_delete(tmp_path: Path) -> None:
-    store = VoiceStore(tmp_path, reserved=("v_a",))
-    assert store.names() == []
-    style = VoiceStyle(weights={"v_b": 1.0})
-    store.save("My voice", style, source="match:quick", similarity=0.8)
-    store.save("other-1", style)
-    assert store.names() == ["My voice", "other-1"]
-    loaded = store.load("My voice")
-    assert loaded is not None and loaded.source == "match:quick" and loaded.similarity == 0.8
-    assert loaded.style.weights == {"v_b": 1.0}
-    assert store.delete("other-1") is True
-    assert store.delete("other-1") is False
-    assert store.names() == ["My voice"]
-    assert store.load("missing") is None
-
-
-@pytest.mark.parametrize("bad", ["", "  ", "../escape", "a/b", "x" * 65, ".hidden"])
-def test_store_rejects_bad_names(tmp_path: Path, bad: str) -> None:
-    with pytest.raises(InvalidRequest) as info:
-        VoiceStore(tmp_path).save(bad, VoiceStyle(weights={"v_a": 1.0}))
-    assert info.value.code == "voice_name_invalid"
-    assert not any(tmp_path.rglob("*.json"))
-
-
-def test_store_rejects_preset_names(tmp_path: Path) -> None:
-    with pytest.raises(InvalidRequest) as info:
-        VoiceStore(tmp_path, reserved=("v_a",)).save("v_a", VoiceStyle(weights={"v_a": 1.0}))
-    assert info.value.code == "voice_name_taken"
-
-
-def test_store_skips_corrupt_files(tmp_path: Path) -> None:
-    store = VoiceStore(tmp_path)
-    store.voices_dir.mkdir(parents=True)
-    (store.voices_dir / "broken.json").write_text("{not json", encoding="utf-8")
-    assert store.load("broken") is None
+def test_match_cache_skips_corrupt_files(tmp_path: Path) -> None:
+    cache = MatchCache(tmp_path)
+    cache.cache_dir.mkdir(parents=True)
+    (cache.cache_dir / "broken.json").write_text("{not json", encoding="utf-8")
+    assert cache.cached_match("broken") is None  # matched again rather than failing the request
 
 
 def test_match_cache(tmp_path: Path) -> None:
-    store = VoiceStore(tmp_path)
+    cache = MatchCache(tmp_path)
     samples = np.linspace(-1, 1, 100, dtype=np.float32)
     key = audio_hash(Audio(samples, 16000))
     assert key != audio_hash(Audio(samples, 24000))  # the rate is part of the key
     assert key != audio_hash(Audio(samples[::-1].copy(), 16000)) and audio_hash(None) == ""
-    assert store.cached_match(key) is None
+    assert cache.cached_match(key) is None
     style = VoiceStyle(weights={"v_c": 1.0})
-    store.cache_match(key, MatchResult(style, 0.7, 0.5, "v_a", "refine", evaluations=9, seconds=3.0))
-    hit = store.cached_match(key)
+    cache.cache_match(key, MatchResult(style, 0.7, 0.5, "v_a", "refine", evaluations=9, seconds=3.0))
+    hit = cache.cached_match(key)
     assert hit is not None and hit.cached and hit.level == "refine"
     assert (hit.similarity, hit.baseline, hit.baseline_voice) == (0.7, 0.5, "v_a")
     assert hit.style.weights == {"v_c": 1.0}
+    assert (cache.cache_dir / f"{key}.json").is_file() and cache.cache_dir == tmp_path / "offline" / "match_cache"
 
 
 def test_match_file_fingerprint(tmp_path: Path) -> None:

@@ -131,6 +131,8 @@ def test_clone_end_to_end_and_screenshots(app_url: str, browser, prompt_wav: Pat
         page.get_by_role("tab", name=name).click()
         page.wait_for_timeout(500)
         page.screenshot(path=str(shots / f"tab_{key}.png"), full_page=True)
+    # The history entry names the job in words (the history tab is the last one shown).
+    page.get_by_text("Voice clone · your sample · seed 0", exact=False).first.wait_for(timeout=10_000)
     page.get_by_text("Model", exact=True).first.click()
     # The state line refreshes by itself (a timer) and shows the model the job loaded.
     page.locator("#model-state").get_by_text("loaded", exact=False).first.wait_for(timeout=10_000)
@@ -144,6 +146,7 @@ def test_chinese_labels_and_validation_error(app_url: str, browser) -> None:
     page = context.new_page()
     page.goto(app_url, wait_until="networkidle")
     assert page.get_by_role("tab", name="3秒极速复刻").count() == 1
+    page.get_by_text("（种子 1）", exact=False).first.wait_for(timeout=10_000)  # the example labels, too
     page.get_by_role("button", name="生成音频").first.click()
     message = page.get_by_text("合成文本为空")
     message.first.wait_for(timeout=30_000)

@@ -85,7 +85,8 @@ class StubManager:
 
     def __init__(self, **status) -> None:
         self._status = ManagerStatus(**({
-            "state": "loaded", "model_id": "m", "model": "CosyVoice-300M-SFT", "device": "cpu", "error": "",
+            "state": "loaded", "model_id": "m", "model": "CosyVoice-300M-SFT", "model_key": "", "device": "cpu",
+            "error": "",
             "load_fraction": 0.0, "load_message": "", "running": 1, "queued": 2, "rss_mb": 812.4,
             "baseline_rss_mb": 400.0, "idle_unload_s": 300.0, "idle_for_s": 100.0} | status))
 
@@ -99,7 +100,7 @@ def test_model_state_line_in_both_languages() -> None:
                                              "process memory 812 MB · released after 200 s idle")
     assert state_markdown(manager, "zh") == ("🟢 **CosyVoice-300M-SFT** — 已加载 · 运行于 cpu · 1 个运行中，2 个排队 · "
                                              "进程内存 812 MB · 空闲 200 秒后释放")
-    loading = StubManager(state="loading", model="offline-default", load_fraction=0.5,
+    loading = StubManager(state="loading", model="offline-default", model_key="offline_choice", load_fraction=0.5,
                           load_message="starting the offline voice", running=0, queued=0)
     assert "50% starting the offline voice" in state_markdown(loading, "en")
     zh = state_markdown(loading, "zh")
@@ -111,7 +112,7 @@ def test_model_state_line_in_both_languages() -> None:
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_generation_progress_and_result_line_follow_the_language(lang: str, tmp_path) -> None:
-    from cosyvoice_ui.serving.manager import ManagerStatus, ModelManager
+    from cosyvoice_ui.serving.manager import ModelManager
     from cosyvoice_ui.settings import Settings
     from cosyvoice_ui.testing.fakes import FakeEngine
     from cosyvoice_ui.types import SynthesisRequest
@@ -131,3 +132,33 @@ def test_generation_progress_and_result_line_follow_the_language(lang: str, tmp_
         assert "Vocoder: chunk 1" in bars
         assert info.startswith("0.8 s · seed 7 · ") and "s to generate (RTF" in info
     assert history[0]["seed"] == 7 and path.endswith(".wav")
+
+
+@pytest.mark.parametrize(("lang", "line"), [
+    ("en", "**12:00:01** · Voice clone · your sample · seed 7"),
+    ("zh", "**12:00:01** · 声音复刻 · 上传的样本 · 种子 7"),
+])
+def test_history_entries_and_example_labels_follow_the_language(lang: str, line: str) -> None:
+    entry = {"time": "12:00:01", "mode": "zero_shot", "voice": "sample", "seed": 7, "text": "hello"}
+    assert strings.history_line(entry, lang) == line
+    preset = strings.history_line({"time": "t", "mode": "sft", "voice": "英文女", "seed": 1}, lang)
+    assert "英文女" in preset and ("预训练音色" in preset) == (lang == "zh")
+    label = strings.example_label("Hello! " * 10, 2, lang)
+    assert label.startswith("Hello! Hello!") and "…" in label and ("种子 2" in label) == (lang == "zh")
+
+
+def test_model_names_are_localised_by_the_key_the_serving_layer_gives() -> None:
+    from types import SimpleNamespace
+
+    assert strings.name_key(SimpleNamespace(label="CosyVoice-300M", label_key="")) == ""
+    assert strings.name_key(SimpleNamespace(label="x", label_key="offline_choice")) == "offline_choice"
+    assert strings.name_key(SimpleNamespace(model="x", model_key="offline_choice")) == "offline_choice"
+    # The serving layer gives the key for the offline voice, in the model list and in the status.
+    from cosyvoice_ui.serving.backends import OFFLINE_ID, model_choices
+    from cosyvoice_ui.serving.manager import ModelManager
+
+    offline = [c for c in model_choices(None, OFFLINE_ID) if c.model_id == OFFLINE_ID]
+    assert [strings.name_key(c) for c in offline] == ["offline_choice"]
+    manager = ModelManager(OFFLINE_ID, idle_unload_s=0)
+    assert strings.name_key(manager.status()) == "offline_choice"
+    assert strings.label("offline_choice", "zh") in state_markdown(manager, "zh")

@@ -6,7 +6,6 @@ networks and feature extraction the second time.
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -15,6 +14,7 @@ import numpy as np
 import torch
 
 from ..config import MelConfig
+from ...audio import audio_hash
 from ...errors import InvalidRequest
 from ...types import Audio
 from . import features
@@ -30,14 +30,6 @@ class PromptFeatures:
     speech_tokens: torch.Tensor  # [1, L] int64, 50 Hz for v1
     mel: torch.Tensor  # [1, T, 80] float32, time-major, at the model's mel rate
     embedding: torch.Tensor  # [1, 192] float32 CAM++ x-vector (raw; consumers L2-normalise)
-
-
-def audio_key(audio: Audio) -> str:
-    """A stable hash of the samples and their rate."""
-    digest = hashlib.sha256()
-    digest.update(str(int(audio.sample_rate)).encode())
-    digest.update(np.ascontiguousarray(audio.samples, dtype=np.float32).tobytes())
-    return digest.hexdigest()
 
 
 class PromptEncoder:
@@ -80,7 +72,7 @@ class PromptEncoder:
         return features.matcha_mel(wave.unsqueeze(0), self.mel).transpose(1, 2).contiguous()
 
     def encode(self, audio: Audio) -> PromptFeatures:
-        key = audio_key(audio)
+        key = audio_hash(audio)
         with self._lock:
             if key in self._cache:
                 self._cache.move_to_end(key)

@@ -13,8 +13,8 @@ v1 streaming cache `[1, F, C, 2]` (channel 0 noise, 1 mu): the first C frames of
 overwritten by the cache, and the returned cache holds the first `prompt_len` and last `overlap`
 frames of both, so prompt and overlap frames see identical noise and conditioning across chunks.
 
-Not here: the token encoder and length regulation (`flow.py`), the estimator itself (`unet.py`),
-the fixed-noise v2/v3 variant.
+Not here: the token encoder and length regulation (`flow.py`), the estimator itself (passed in; the
+registry picks it: `estimators/unet.py` for v1), the fixed-noise v2/v3 variant.
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ import torch
 from torch import nn
 
 from ..config import CFMConfig
-from .unet import ConditionalDecoder
 
 log = logging.getLogger(__name__)
 
@@ -70,12 +69,16 @@ def draw_noise(shape: tuple[int, ...], generator: torch.Generator | None, device
 
 
 class ConditionalCFM(nn.Module):
-    """Euler ODE solver with classifier-free guidance around a `ConditionalDecoder` (`estimator`).
+    """Euler ODE solver with classifier-free guidance around a velocity `estimator`.
+
+    The estimator is any module called as `estimator(x, mask, mu, t, spks, cond)` → velocity [B, F, T]
+    float32 (v1: `estimators.unet.ConditionalDecoder`); it is registered as `estimator`, the checkpoint's
+    `decoder.estimator.*` keys.
 
     Does not: encode tokens, build mu/cond, or slice off the prompt — `MaskedDiffWithXvec` does.
     """
 
-    def __init__(self, cfg: CFMConfig, overlap_frames: int = 34) -> None:
+    def __init__(self, cfg: CFMConfig, estimator: nn.Module, overlap_frames: int = 34) -> None:
         super().__init__()
         if cfg.t_scheduler not in SCHEDULERS:
             raise ValueError(f"t_scheduler {cfg.t_scheduler!r} is not supported; choose one of {SCHEDULERS}")
@@ -85,7 +88,7 @@ class ConditionalCFM(nn.Module):
         self.n_timesteps = cfg.n_timesteps
         # Frames at the end of each chunk shared with the next (upstream hard-codes 34 = 20 tokens).
         self.overlap_frames = overlap_frames
-        self.estimator = ConditionalDecoder(cfg.estimator)
+        self.estimator = estimator
 
     def guidance_batch(self, mu: torch.Tensor, spks: torch.Tensor, cond: torch.Tensor,
                        mask: torch.Tensor | None) -> tuple[torch.Tensor, ...]:

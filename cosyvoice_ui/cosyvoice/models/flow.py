@@ -1,12 +1,12 @@
-"""The v1 flow (`MaskedDiffWithXvec`): speech tokens → 80-bin mel at 22050/256 frames per second.
+"""The v1 flow (`MaskedDiffWithXvec`): speech tokens → 80-bin mel at the family's mel rate.
 
 Pipeline (B = 1): embed prompt + generated tokens → Conformer `encoder` → `encoder_proj` (→ 80) →
 `length_regulator` (token rate → mel rate) = mu; speaker x-vector → L2-normalise →
 `spk_embed_affine_layer` = spks; prompt mel in the first M1 frames = cond; then `decoder`
 (`ConditionalCFM`) samples the mel over prompt + generated frames and the prompt frames are dropped.
 
-Shapes: T1/T2 prompt/generated tokens, M1 = prompt mel frames, M2 = int(T2 / 50 · 22050 / 256)
-generated frames, F = 80 mel bins, D = encoder width.
+Shapes: T1/T2 prompt/generated tokens, M1 = prompt mel frames, M2 = int(T2 / token rate · mel rate)
+generated frames (v1: 50 Hz tokens, 22050/256 Hz mel), F = 80 mel bins, D = encoder width.
 
 Not here: streaming orchestration (which tokens go into which chunk, mel cross-fades) and the
 vocoder; v2/v3 flows.
@@ -15,14 +15,14 @@ vocoder; v2/v3 flows.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..checkpoint import StateDict, load_strict
-from ..config import FlowConfig
+from ..config import EstimatorConfig, FlowConfig
 from .cfm import ConditionalCFM
 from .length_regulator import InterpolateRegulator, edge_frames
 from .transformer import Encoder
@@ -50,10 +50,13 @@ class MaskedDiffWithXvec(nn.Module):
     """v1 token-to-mel flow. Attribute names follow upstream so `flow.pt` loads strictly.
 
     Does not: batch several utterances (inference is B = 1, so no padding masks are built), decide
-    streaming chunk boundaries, or cross-fade chunks; it does apply and return the v1 `flow_cache`.
+    streaming chunk boundaries, cross-fade chunks, or choose its estimator (passed in: the registry picks
+    it); it does apply and return the v1 `flow_cache`.
     """
 
-    def __init__(self, cfg: FlowConfig) -> None:
+    def __init__(self, cfg: FlowConfig, estimator: Callable[[EstimatorConfig], nn.Module]) -> None:
+        """estimator: the family's velocity-network class (v1: `ConditionalDecoder`), built here from
+        `cfg.cfm.estimator` with the CFM (last: seeded random initialisations do not move)."""
         super().__init__()
         if cfg.encoder.static_chunk_size != 0:
             raise ValueError("the v1 flow encoder uses full attention (static_chunk_size 0), "
@@ -66,10 +69,16 @@ class MaskedDiffWithXvec(nn.Module):
         self.length_regulator = InterpolateRegulator(
             cfg.length_regulator_channels, cfg.sampling_ratios, cfg.input_frame_rate, cfg.mel_rate
         )
-        self.decoder = ConditionalCFM(cfg.cfm, overlap_frames=edge_frames(cfg.input_frame_rate, cfg.mel_rate))
+        self.decoder = ConditionalCFM(cfg.cfm, estimator(cfg.cfm.estimator),
+                                      overlap_frames=edge_frames(cfg.input_frame_rate, cfg.mel_rate))
+
+    @property
+    def estimator(self) -> nn.Module:
+        """The CFM's velocity network (`decoder.estimator`), for its inference transforms (`to_bf16`)."""
+        return self.decoder.estimator
 
     def generated_frames(self, n_tokens: int) -> int:
-        """M2 for n generated tokens: int(n / 50 · 22050 / 256) (206 for 120 tokens)."""
+        """M2 for n generated tokens: int(n / token rate · mel rate) (v1: 206 for 120 tokens)."""
         return int(n_tokens / self.cfg.input_frame_rate * self.cfg.mel_rate)
 
     @torch.inference_mode()
@@ -137,10 +146,3 @@ class MaskedDiffWithXvec(nn.Module):
                              f"{prompt_token.size(1)} tokens and {prompt_feat.size(1)} mel frames")
         if embedding.shape != (1, self.cfg.spk_embed_dim):
             raise ValueError(f"embedding must be [1, {self.cfg.spk_embed_dim}], got {tuple(embedding.shape)}")
-
-
-def load_flow(cfg: FlowConfig, state_dict: StateDict) -> MaskedDiffWithXvec:
-    """Build the v1 flow from its config and load `flow.pt` strictly; returned in eval mode."""
-    flow = MaskedDiffWithXvec(cfg)
-    load_strict(flow, state_dict, "flow.pt")
-    return flow.eval()

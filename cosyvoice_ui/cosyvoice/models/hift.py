@@ -25,9 +25,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..checkpoint import StateDict, fold_weight_norm, load_strict, strip_generator_prefix
+from ..checkpoint import StateDict
 from ..config import HiFTConfig
-from .nsf import NSFNoise, SourceModuleHnNSF
+from .nsf import NSFNoise, SineGen, SineGen2, SourceModuleHnNSF
 
 log = logging.getLogger(__name__)
 
@@ -91,18 +91,19 @@ class HiFTGenerator(nn.Module):
 
     Does: f0 prediction, NSF source generation (random, from a caller's generator), decoding a mel
     plus a source into a waveform, and the streaming source-cache overwrite. Does not: cross-fade
-    chunks, keep any state between calls, or seed any RNG.
+    chunks, keep any state between calls, seed any RNG, or choose its sine generator (the registry
+    passes the family's class: `SineGen` for v1).
     """
 
-    def __init__(self, cfg: HiFTConfig) -> None:
+    def __init__(self, cfg: HiFTConfig, sine_generator: type[SineGen | SineGen2]) -> None:
         super().__init__()
         self.cfg = cfg
         n_fft, hop = cfg.istft_n_fft, cfg.istft_hop
         self.upsample_factor = math.prod(cfg.upsample_rates) * hop  # U
         self.num_kernels = len(cfg.resblock_kernel_sizes)
         self.f0_predictor = ConvRNNF0Predictor(cfg.f0_in_channels, cfg.f0_cond_channels)
-        self.m_source = SourceModuleHnNSF(cfg.sampling_rate, cfg.nb_harmonics, cfg.nsf_alpha, cfg.nsf_sigma,
-                                          cfg.nsf_voiced_threshold)
+        self.m_source = SourceModuleHnNSF(sine_generator(cfg.sampling_rate, cfg.nb_harmonics, cfg.nsf_alpha,
+                                                         cfg.nsf_sigma, cfg.nsf_voiced_threshold))
         self.conv_pre = nn.Conv1d(cfg.in_channels, cfg.base_channels, 7, padding=3)
 
         stage_channels = [cfg.base_channels // 2 ** (i + 1) for i in range(len(cfg.upsample_rates))]
@@ -129,9 +130,21 @@ class HiFTGenerator(nn.Module):
         # then cast. Not a checkpoint entry, hence non-persistent.
         window = torch.hann_window(n_fft, periodic=True, dtype=torch.float64).float()
         self.register_buffer("stft_window", window, persistent=False)
-        # dtype of the convolution stack in `decode_to_spectrum`; fast precision sets bfloat16
-        # (models/speed.py). f0, the source and the STFTs always run in float32.
+        # dtype of the convolution stack in `decode_to_spectrum` (`set_conv_dtype`). f0, the source and
+        # the STFTs always run in float32.
         self.decode_dtype = torch.float32
+
+    # The convolution stack `set_conv_dtype` converts: everything between the source STFT and the iSTFT.
+    CONV_STACK = ("conv_pre", "ups", "source_downs", "source_resblocks", "resblocks", "conv_post")
+
+    def set_conv_dtype(self, dtype: torch.dtype) -> None:
+        """Run the convolution stack in `dtype` (e.g. bfloat16 for speed), in place; `decode_to_spectrum`
+        casts its inputs and returns float32. The f0 predictor, the NSF source and both STFTs stay
+        float32: f0 is integrated into a phase over ~10^5 samples (bf16's 8-bit mantissa would detune
+        it), and the STFT/iSTFT have no bf16 CPU kernels."""
+        for name in self.CONV_STACK:
+            getattr(self, name).to(dtype)
+        self.decode_dtype = dtype
 
     @property
     def sample_rate(self) -> int:
@@ -223,7 +236,7 @@ class HiFTGenerator(nn.Module):
 
 
 # ---------------------------------------------------------------------------------------------
-# Loading and weight-norm (un)folding
+# Weight-norm (un)folding (loading: `registry.FamilyBackend.load_vocoder`)
 
 
 def weight_norm_names(model: HiFTGenerator) -> list[str]:
@@ -266,12 +279,3 @@ def unfold_weight_norm(state_dict: StateDict, names: list[str], legacy: bool = F
         else:
             out[key] = value
     return out
-
-
-def load_hift(cfg: HiFTConfig, state_dict: StateDict) -> HiFTGenerator:
-    """Build a HiFTGenerator from `cfg` and load an official hift.pt state dict (either weight-norm
-    spelling, with or without the `generator.` prefix) strictly. Returned in eval mode, on CPU."""
-    sd = fold_weight_norm(strip_generator_prefix(state_dict))
-    model = HiFTGenerator(cfg)
-    load_strict(model, sd, "hift.pt")
-    return model.eval()

@@ -39,8 +39,8 @@ class InterpolateRegulator(nn.Module):
     which keeps frames of the 20-token streaming overlap identical between consecutive chunks.
     """
 
-    def __init__(self, channels: int, sampling_ratios: tuple[int, ...], input_frame_rate: float = 50,
-                 mel_rate: float = 22050 / 256, out_channels: int | None = None, groups: int = 1) -> None:
+    def __init__(self, channels: int, sampling_ratios: tuple[int, ...], input_frame_rate: float,
+                 mel_rate: float, out_channels: int | None = None, groups: int = 1) -> None:
         super().__init__()
         layers: list[nn.Module] = []
         for _ in sampling_ratios:

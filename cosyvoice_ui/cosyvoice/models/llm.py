@@ -18,10 +18,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..checkpoint import StateDict, load_strict
 from ..config import LLMConfig
+from .decode_cache import DecodeCache
+from .linears import column_major_linears, pack_linears, quantize_linears_int8
 from .sampling import Sampler
-from .transformer import Encoder, KVCache, RelPositionProjections
+from .transformer import Encoder
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +38,8 @@ class TransformerLM(nn.Module):
 
     SOS = 0  # rows of llm_embedding
     TASK_ID = 1
+    # Read as a weight (its dtype and device pick the embedding's), so the fast layouts leave it an nn.Linear.
+    FLOAT_LINEARS = ("spk_embed_affine_layer",)
 
     def __init__(self, cfg: LLMConfig) -> None:
         super().__init__()
@@ -54,6 +57,26 @@ class TransformerLM(nn.Module):
     @property
     def eos(self) -> int:
         return self.speech_token_size
+
+    # --- inference layouts (after the strict load; the results no longer load `llm.pt`) ------------------
+
+    def fuse_qkv(self) -> int:
+        """Fuse the q/k/v projections of every attention layer (text encoder and LLM) into one linear
+        each; returns how many layers were fused now. Same numbers up to summation order."""
+        return self.text_encoder.fuse_qkv() + self.llm.fuse_qkv()
+
+    def pack_linears(self) -> int:
+        """Pre-pack the linears for oneDNN (`PackedLinear`, CPU only; check `onednn_linear_works()`);
+        returns how many. Same numbers up to summation order."""
+        return pack_linears(self, skip=self.FLOAT_LINEARS)
+
+    def column_major_linears(self) -> int:
+        """Store every linear weight column-major (same values, shapes and state-dict keys); returns how many."""
+        return column_major_linears(self)
+
+    def quantize_int8(self) -> int:
+        """Int8 dynamic quantisation of the linears (CPU only; changes the numbers); returns how many."""
+        return quantize_linears_int8(self, skip=self.FLOAT_LINEARS)
 
     def _ids(self, ids: torch.Tensor, name: str) -> torch.Tensor:
         assert ids.dim() == 2 and ids.size(0) == 1, f"{name} should be [1, T], got {tuple(ids.shape)}"
@@ -159,12 +182,11 @@ class TransformerLM(nn.Module):
     ) -> Iterator[int]:
         x = self.build_input(text, prompt_text, prompt_speech_token, embedding)
         log.debug("llm prefix %d positions, min_len %d, max_len %d", x.size(1), min_len, max_len)
-        positions = RelPositionProjections(self.llm)
-        caches: list[KVCache] | None = None
-        reserve = x.size(1) + max_len  # KV buffer size: allocated once, pages touched only as used
+        # KV buffers sized once for the whole decode; pages are touched only as they are used.
+        cache = DecodeCache(self.llm, reserve=x.size(1) + max_len)
         decoded: list[int] = []
         for step in range(max_len):
-            hidden, caches = self.llm.forward_step(x, caches, positions, reserve)
+            hidden = self.llm.forward_step(x, cache)
             logp = self._next_logp(hidden)
             if ignore_eos or step < min_len:
                 logp[self.eos] = float("-inf")
@@ -196,10 +218,3 @@ class TransformerLM(nn.Module):
         n = continuation.size(1)
         hidden = self.llm(x)[0, x.size(1) - n - 1 :]
         return self.llm_decoder(hidden).float().log_softmax(dim=-1)
-
-
-def load_llm(cfg: LLMConfig, state_dict: StateDict) -> TransformerLM:
-    """Build a `TransformerLM` for `cfg`, load `llm.pt`'s state dict strictly, and set eval mode."""
-    model = TransformerLM(cfg)
-    load_strict(model, state_dict, "llm.pt")
-    return model.eval()

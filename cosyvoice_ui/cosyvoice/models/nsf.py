@@ -7,6 +7,9 @@ are gathered in `NSFNoise`, made in upstream's order from a caller's `torch.Gene
 generator seeded like a golden's recipe reproduces upstream sample for sample, and a test can also
 hand in draws made some other way (e.g. one generator per draw).
 
+Which sine generator a family uses is the registry's choice (upstream picks by sample rate: `SineGen`
+at 22050 Hz for v1, `SineGen2` for the 24 kHz v2/v3); `SourceModuleHnNSF` takes it as an argument.
+
 Not here: the f0 predictor, f0 up-sampling and the STFT of the source (see `hift.py`).
 """
 
@@ -17,11 +20,6 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
-
-# v1 (CosyVoice-300M) runs at 22050 Hz and uses the original NSF sine generator; the 24 kHz
-# models (v2/v3) use a frame-rate phase integrator ("SineGen2"). Upstream picks by sample rate.
-SINEGEN_V1_RATE = 22050
-
 
 @dataclass(frozen=True)
 class NSFNoise:
@@ -110,22 +108,21 @@ class SineGen2(nn.Module):
     def forward(self, f0: torch.Tensor, noise: NSFNoise) -> torch.Tensor:
         raise NotImplementedError(
             f"the {self.sampling_rate} Hz HiFT source (SineGen2, CosyVoice2/3) is not implemented yet; "
-            f"only the {SINEGEN_V1_RATE} Hz v1 source is available")
+            "only the v1 source (SineGen) is available")
 
 
 class SourceModuleHnNSF(nn.Module):
-    """Harmonic-plus-noise source: sine channels merged by `l_linear` (H → 1) and tanh.
+    """Harmonic-plus-noise source: the sine channels of `sine_generator` (a `SineGen` or `SineGen2`, the
+    family's) merged by `l_linear` (H → 1) and tanh.
 
     Does not draw noise itself: `forward` takes an `NSFNoise` (see `NSFNoise.draw`). Upstream's
     separate noise branch and uv outputs are unused by the vocoder and not produced.
     """
 
-    def __init__(self, sampling_rate: int, harmonic_num: int = 8, sine_amp: float = 0.1,
-                 noise_std: float = 0.003, voiced_threshold: float = 10.0) -> None:
+    def __init__(self, sine_generator: SineGen | SineGen2) -> None:
         super().__init__()
-        gen_cls = SineGen if sampling_rate == SINEGEN_V1_RATE else SineGen2
-        self.l_sin_gen = gen_cls(sampling_rate, harmonic_num, sine_amp, noise_std, voiced_threshold)
-        self.l_linear = nn.Linear(harmonic_num + 1, 1)
+        self.l_sin_gen = sine_generator
+        self.l_linear = nn.Linear(sine_generator.harmonic_num + 1, 1)
 
     @property
     def harmonics(self) -> int:

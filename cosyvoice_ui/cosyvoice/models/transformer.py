@@ -5,9 +5,9 @@ layers, run causally with a KV cache) and the flow's token encoder (Conformer la
 Attribute names follow upstream so `llm.pt` / `flow.pt` load with `strict=True`.
 
 Shapes: B batch, T new positions, K = cached + new key positions, D model width, H heads, Dk = D/H.
-A layer's KV cache is a tensor [B, H, K, 2*Dk] (keys then values on the last axis), as upstream.
 
-Not here: token embeddings, output heads, sampling (see `llm.py`) and anything flow-specific.
+Not here: token embeddings, output heads, sampling (see `llm.py`), anything flow-specific, and the
+decoding caches (`decode_cache.py`: keys/values and projected positions kept between steps).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..config import EncoderConfig
+from .decode_cache import DecodeCache, KVCache
 
 
 class EspnetRelPositionTable:
@@ -53,45 +54,6 @@ class EspnetRelPositionTable:
         return self._table[center - key_len + 1 : center + key_len].to(device=device, dtype=dtype)
 
 
-class KVCache:
-    """Keys and values of one attention layer during incremental decoding, in preallocated buffers.
-
-    Keys and values live in two [B, H, capacity, Dk] buffers; `append` writes the new positions in
-    place and returns views of the first K. Growing a tensor cache with torch.cat instead copies all
-    of it at every step, and keeping keys and values in separate contiguous buffers (rather than
-    interleaved as upstream's [B, H, K, 2*Dk] cache tensor) lets the batch-1 attention products
-    stream them ~1.5x faster. The capacity doubles when outgrown, so a wrong size hint costs one
-    copy, not correctness.
-    """
-
-    def __init__(self, capacity: int = 0) -> None:
-        self.capacity = capacity
-        self.length = 0
-        self._k: torch.Tensor | None = None
-        self._v: torch.Tensor | None = None
-
-    def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """k, v [B, H, T, Dk] of the new positions → keys and values [B, H, K, Dk] of all positions (views)."""
-        end = self.length + k.size(2)
-        if self._k is None or self._v is None or end > self._k.size(2):
-            capacity = max(end, self.capacity, 2 * (0 if self._k is None else self._k.size(2)))
-            grown = [x.new_empty(x.size(0), x.size(1), capacity, x.size(3)) for x in (k, v)]
-            if self._k is not None and self._v is not None:
-                grown[0][:, :, : self.length] = self._k[:, :, : self.length]
-                grown[1][:, :, : self.length] = self._v[:, :, : self.length]
-            self._k, self._v = grown
-            self.capacity = capacity
-        self._k[:, :, self.length : end] = k
-        self._v[:, :, self.length : end] = v
-        self.length = end
-        return self._k[:, :, :end], self._v[:, :, :end]
-
-    def view(self) -> torch.Tensor:
-        """[B, H, K, 2*Dk]: the cached positions in upstream's layout (a copy, for inspection)."""
-        assert self._k is not None and self._v is not None, "empty cache"
-        return torch.cat([self._k[:, :, : self.length], self._v[:, :, : self.length]], dim=-1)
-
-
 class RelPositionMultiHeadedAttention(nn.Module):
     """Transformer-XL style self-attention with ESPnet relative positions (`rel_selfattn`).
 
@@ -110,63 +72,67 @@ class RelPositionMultiHeadedAttention(nn.Module):
         self.linear_pos = nn.Linear(n_feat, n_feat, bias=False)
         self.pos_bias_u = nn.Parameter(torch.zeros(self.h, self.d_k))
         self.pos_bias_v = nn.Parameter(torch.zeros(self.h, self.d_k))
-        # Set by `speed.fuse_qkv_projections` after loading: one [3D, D] linear replacing linear_q/k/v.
+        # Set by `fuse_qkv()` after loading: one [3D, D] linear replacing linear_q/k/v.
         self.linear_qkv: nn.Module | None = None
 
     def project_positions(self, pos_vectors: torch.Tensor) -> torch.Tensor:
-        """[2K-1, D] relative-position vectors → [H, 2K-1, Dk] per-head projections p_r."""
+        """[R, D] relative-position vectors → [H, R, Dk] per-head projections p_r."""
         return self.linear_pos(pos_vectors).view(-1, self.h, self.d_k).transpose(0, 1)
+
+    def fuse_qkv(self) -> bool:
+        """Replace `linear_q`/`linear_k`/`linear_v` by one `linear_qkv` ([3D, D] weight: q rows, then k,
+        then v), in place; False when already fused.
+
+        Run after the strict state-dict load (the checkpoint keeps upstream's three projections, so the
+        fused module is not loadable). One call instead of three: batch-1 decoding pays a fixed cost per
+        kernel call, and a taller matrix streams at a better rate. A missing key bias (`key_bias=False`)
+        becomes zeros, which adds exactly nothing. Outputs match the separate projections up to float
+        summation order.
+        """
+        if self.linear_qkv is not None:
+            return False
+        parts = (self.linear_q, self.linear_k, self.linear_v)
+        weight = torch.cat([p.weight.detach() for p in parts])
+        bias = torch.cat([p.bias.detach() if p.bias is not None else weight.new_zeros(p.out_features) for p in parts])
+        linear = nn.utils.skip_init(nn.Linear, parts[0].in_features, weight.size(0), device=weight.device,
+                                    dtype=weight.dtype)
+        with torch.no_grad():
+            linear.weight.copy_(weight)
+            linear.bias.copy_(bias)
+        linear.requires_grad_(False)
+        self.linear_qkv = linear
+        del self.linear_q, self.linear_k, self.linear_v  # the fused copy replaces them (no double memory)
+        return True
 
     def _heads(self, x: torch.Tensor) -> torch.Tensor:
         b, t, _ = x.shape
         return x.view(b, t, self.h, self.d_k).transpose(1, 2)  # [B, H, T, Dk]
 
-    def forward(
-        self,
-        x: torch.Tensor,
-        mask: torch.Tensor | None,
-        pos_vectors: torch.Tensor | None,
-        cache: KVCache | torch.Tensor | None = None,
-        pos_projected: torch.Tensor | None = None,
-    ) -> tuple[torch.Tensor, KVCache | torch.Tensor]:
+    def _project_qkv(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """x [B, T, D] → q, k, v [B, H, T, Dk] (one fused call once `fuse_qkv` ran)."""
+        if self.linear_qkv is not None:
+            q, k, v = self.linear_qkv(x).split(self.h * self.d_k, dim=-1)
+            return self._heads(q), self._heads(k), self._heads(v)
+        return self._heads(self.linear_q(x)), self._heads(self.linear_k(x)), self._heads(self.linear_v(x))
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None, pos: torch.Tensor,
+                cache: KVCache | None = None) -> torch.Tensor:
         """Args:
             x: [B, T, D] new positions.
             mask: bool [B or 1, T, K] (True = may attend) or None for full attention.
-            pos_vectors: [2K-1, D] from `EspnetRelPositionTable.vectors(K)`; unused when
-                `pos_projected` is given.
-            cache: keys/values of earlier positions: a `KVCache` (appended to in place and
-                returned), a [B, H, K-T, 2*Dk] tensor, or None.
-            pos_projected: [H, K+T-1, Dk] projections p_r for r = K-1 ... -(T-1) computed
-                beforehand (see `RelPositionProjections`); a longer table starting at r = K-1
-                (e.g. all 2K-1 rows) is cut to size.
-        Returns: output [B, T, D] and the new cache ([B, H, K, 2*Dk], or the `KVCache`).
+            pos: [H, >= K+T-1, Dk] projections p_r for r = K-1 ... -(T-1) (`project_positions`, or a
+                decode's `RelPositionProjections`); rows past K+T-1 are not read.
+            cache: keys/values of earlier positions (a decode), appended to in place; None: no history.
+        Returns: output [B, T, D].
         """
-        if self.linear_qkv is not None:
-            q, k, v = (self._heads(part) for part in self.linear_qkv(x).split(self.h * self.d_k, dim=-1))
-        else:
-            q = self._heads(self.linear_q(x))
-            k = self._heads(self.linear_k(x))
-            v = self._heads(self.linear_v(x))
-        if isinstance(cache, KVCache):
+        q, k, v = self._project_qkv(x)
+        if cache is not None:
             k, v = cache.append(k, v)
-            new_cache: KVCache | torch.Tensor = cache
-        else:
-            new_cache = torch.cat([k, v], dim=-1)
-        if isinstance(cache, torch.Tensor) and cache.size(2) > 0:
-            # Grow the cache with one copy and use views of it as k and v (splitting the old cache
-            # and concatenating three times copied it three times per step).
-            new_cache = torch.cat([cache, new_cache], dim=2)
-            k, v = new_cache.split(self.d_k, dim=-1)
         t_q, t_k = q.size(2), k.size(2)
-
-        # Queries t_k-t_q ... t_k-1 and keys 0 ... t_k-1 are r = t_k-1 ... -(t_q-1) apart, so only the
-        # first t_k+t_q-1 rows of the 2K-1 table are ever read (all of them for a full pass, the
-        # non-negative half for one decoding step).
+        # Queries t_k-t_q ... t_k-1 and keys 0 ... t_k-1 are r = t_k-1 ... -(t_q-1) apart: only the first
+        # t_k+t_q-1 rows are ever read (all 2K-1 for a full pass, the non-negative half for one step).
         n_rel = t_k + t_q - 1
-        if pos_projected is None:
-            assert pos_vectors is not None, "either pos_vectors or pos_projected is needed"
-            pos_projected = self.project_positions(pos_vectors[:n_rel])
-        p = pos_projected[:, :n_rel]  # [H, n_rel, Dk], rows r = t_k-1 ... -(t_q-1)
+        p = pos[:, :n_rel]
         assert p.size(1) == n_rel, f"position table has {p.size(1)} rows, {n_rel} needed"
         q_u = q + self.pos_bias_u.unsqueeze(1)
         q_v = q + self.pos_bias_v.unsqueeze(1)
@@ -174,26 +140,36 @@ class RelPositionMultiHeadedAttention(nn.Module):
         if t_q == 1 and mask is None:
             # One decoding step: the position term is an additive score bias, so the fused attention
             # kernel does content scores, softmax and the value sum in one call (fewer passes over the
-            # cached keys and values, fewer ops per step); same math, float rounding only.
+            # cached keys and values); same math, float rounding only.
             out = F.scaled_dot_product_attention(q_u, k, v, attn_mask=position / math.sqrt(self.d_k))
-            return self.linear_out(out.transpose(1, 2).reshape(x.size(0), 1, self.h * self.d_k)), new_cache
-        content = torch.matmul(q_u, k.transpose(-2, -1))  # [B, H, T, K]
-        if t_q > 1:
-            # Query i and key j are r = (t_k - t_q + i) - j apart, at row (t_q - 1 - i) + j. Gathering
-            # realises upstream's pad-and-reshape "rel_shift" exactly. For a single query row j
-            # already belongs to key j, so there is nothing to gather.
-            rows = (t_q - 1 - torch.arange(t_q, device=x.device)).unsqueeze(1) + torch.arange(
-                t_k, device=x.device).unsqueeze(0)
-            position = position.gather(-1, rows.expand(position.shape[:2] + rows.shape))
-        scores = (content + position) / math.sqrt(self.d_k)
-        if mask is not None:
-            keep = mask.unsqueeze(1)  # [B, 1, T, K]
-            scores = scores.masked_fill(~keep, float("-inf"))
-            attn = torch.softmax(scores, dim=-1).masked_fill(~keep, 0.0)
         else:
-            attn = torch.softmax(scores, dim=-1)
-        out = torch.matmul(attn, v).transpose(1, 2).reshape(x.size(0), t_q, self.h * self.d_k)
-        return self.linear_out(out), new_cache
+            out = self._attend(q_u, k, v, self._rel_shift(position, t_k), mask)
+        return self.linear_out(out.transpose(1, 2).reshape(x.size(0), t_q, self.h * self.d_k))
+
+    @staticmethod
+    def _rel_shift(position: torch.Tensor, t_k: int) -> torch.Tensor:
+        """[B, H, T, T+K-1] scores by relative distance → [B, H, T, K] scores by key.
+
+        Query i and key j are r = (K - T + i) - j apart, at row (T - 1 - i) + j. Gathering realises
+        upstream's pad-and-reshape "rel_shift" exactly. For a single query row j already belongs to
+        key j, so there is nothing to gather.
+        """
+        t_q = position.size(2)
+        if t_q == 1:
+            return position
+        rows = (t_q - 1 - torch.arange(t_q, device=position.device)).unsqueeze(1) + torch.arange(
+            t_k, device=position.device).unsqueeze(0)
+        return position.gather(-1, rows.expand(position.shape[:2] + rows.shape))
+
+    def _attend(self, q_u: torch.Tensor, k: torch.Tensor, v: torch.Tensor, position: torch.Tensor,
+                mask: torch.Tensor | None) -> torch.Tensor:
+        """softmax((q_u · kᵀ + position) / sqrt(Dk)) · v, masked: [B, H, T, Dk]."""
+        scores = (torch.matmul(q_u, k.transpose(-2, -1)) + position) / math.sqrt(self.d_k)
+        if mask is None:
+            return torch.matmul(torch.softmax(scores, dim=-1), v)
+        keep = mask.unsqueeze(1)  # [B, 1, T, K]
+        attn = torch.softmax(scores.masked_fill(~keep, float("-inf")), dim=-1).masked_fill(~keep, 0.0)
+        return torch.matmul(attn, v)
 
 
 class PositionwiseFeedForward(nn.Module):
@@ -228,19 +204,12 @@ class EncoderLayer(nn.Module):
             self.norm1 = nn.LayerNorm(d, eps=1e-12)
             self.norm2 = nn.LayerNorm(d, eps=1e-12)
 
-    def forward(
-        self,
-        x: torch.Tensor,
-        mask: torch.Tensor | None,
-        pos_vectors: torch.Tensor | None,
-        cache: KVCache | torch.Tensor | None = None,
-        pos_projected: torch.Tensor | None = None,
-    ) -> tuple[torch.Tensor, KVCache | torch.Tensor]:
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None, pos: torch.Tensor,
+                cache: KVCache | None = None) -> torch.Tensor:
+        """x [B, T, D] → [B, T, D]; mask, pos and cache as for `RelPositionMultiHeadedAttention.forward`."""
         norm_attn, norm_ff = (self.norm_mha, self.norm_ff) if self._conformer else (self.norm1, self.norm2)
-        attn_out, new_cache = self.self_attn(norm_attn(x), mask, pos_vectors, cache, pos_projected)
-        x = x + attn_out
-        x = x + self.feed_forward(norm_ff(x))
-        return x, new_cache
+        x = x + self.self_attn(norm_attn(x), mask, pos, cache)
+        return x + self.feed_forward(norm_ff(x))
 
 
 class LinearInput(nn.Module):
@@ -305,27 +274,24 @@ class Encoder(nn.Module):
             tri = causal_mask(t, xs.device)
             mask = tri if mask is None else mask & tri
         x = self.embed(xs)
-        pos = self.pos_table.vectors(t, x.device, x.dtype)
+        vectors = self.pos_table.vectors(t, x.device, x.dtype)  # r = t-1 ... -(t-1): all a full pass reads
         for layer in self.encoders:
-            x, _ = layer(x, mask, pos)
+            x = layer(x, mask, layer.self_attn.project_positions(vectors))
         return self.after_norm(x)
 
-    def forward_step(
-        self,
-        xs: torch.Tensor,
-        caches: list[KVCache] | None,
-        positions: RelPositionProjections | None = None,
-        reserve: int = 0,
-    ) -> tuple[torch.Tensor, list[KVCache]]:
+    def fuse_qkv(self) -> int:
+        """Fuse every layer's q/k/v projections (`RelPositionMultiHeadedAttention.fuse_qkv`); returns how
+        many layers were fused now (0 when already done)."""
+        return sum(layer.self_attn.fuse_qkv() for layer in self.encoders)
+
+    def forward_step(self, xs: torch.Tensor, cache: DecodeCache) -> torch.Tensor:
         """Causal incremental encoding for decoding (B = 1).
 
-        xs [1, T, input_size] new positions; caches: one `KVCache` per layer from the previous call,
-        or None to start; positions: this decode's `RelPositionProjections` (None recomputes them on
-        every call); reserve: expected total positions, to size new caches (a hint, not a limit).
-        Returns the new positions' outputs [1, T, D] and the caches (appended to in place).
+        xs [1, T, input_size] the new positions; cache: this decode's `DecodeCache` (start one with
+        `DecodeCache(encoder, reserve)`), appended to in place. Returns the new positions' outputs [1, T, D].
         """
         t_new = xs.size(1)
-        t_old = 0 if not caches else caches[0].length
+        t_old = cache.length
         t_k = t_old + t_new
         if t_new == 1:
             mask = None  # a single new query may attend to every key: nothing to mask
@@ -334,59 +300,7 @@ class Encoder(nn.Module):
             mask = torch.ones(t_new, t_k, dtype=torch.bool, device=xs.device)
             mask[:, t_old:] = torch.ones(t_new, t_new, dtype=torch.bool, device=xs.device).tril()
             mask = mask.unsqueeze(0)
-        if not caches:
-            caches = [KVCache(max(reserve, t_k)) for _ in self.encoders]
         x = self.embed(xs)
-        pos = None if positions is not None else self.pos_table.vectors(t_k, x.device, x.dtype)
         for i, layer in enumerate(self.encoders):
-            projected = positions.get(i, t_k, t_new) if positions is not None else None
-            x, _ = layer(x, mask, pos, caches[i], projected)
-        return self.after_norm(x), caches
-
-
-class RelPositionProjections:
-    """Per-layer `linear_pos(PE)` tables for one incremental decode, each row projected once.
-
-    Each decoding step needs p_r = linear_pos(PE(r)) in every layer for the relative distances r of
-    its queries to all keys. Those rows depend only on r and the weights, so recomputing a
-    [2K-1, D] x [D, D] product per layer and step (as upstream does) is wasted work that grows with
-    K. This object keeps the rows r = R+ ... -R- (R+ >= K-1 for every key length K asked for,
-    R- >= T-1 for every query count T: the prefill needs both halves, a one-query step only r >= 0)
-    and, when asked for more, projects only the missing rows (at least `GROW_ROWS` at a time, so
-    growth is rare). It lives for one decode only, so later weight or device changes cannot make it
-    stale. Outputs match the uncached path to float rounding (~1e-7).
-    """
-
-    GROW_ROWS = 128
-
-    def __init__(self, encoder: Encoder) -> None:
-        self._encoder = encoder
-        self._tables: list[torch.Tensor] = []  # per layer [H, R+ + R- + 1, Dk], rows r = R+ ... -R-
-        self._r_pos = -1  # nothing projected yet
-        self._r_neg = 0
-
-    def get(self, layer: int, key_len: int, query_len: int) -> torch.Tensor:
-        """[H, K+T-1, Dk] projections for r = K-1 ... -(T-1) of `layer` (K keys, the last T queried)."""
-        if not self._tables:
-            self._r_pos, self._r_neg = key_len - 1, query_len - 1
-            self._tables = self._project(self._r_pos, -self._r_neg)
-        if key_len - 1 > self._r_pos:
-            top = max(key_len - 1, self._r_pos + max(self.GROW_ROWS, self._r_pos // 2))
-            new = self._project(top, self._r_pos + 1)
-            self._tables = [torch.cat([n, t], dim=1) for n, t in zip(new, self._tables)]
-            self._r_pos = top
-        if query_len - 1 > self._r_neg:
-            new = self._project(-self._r_neg - 1, -(query_len - 1))
-            self._tables = [torch.cat([t, n], dim=1) for n, t in zip(new, self._tables)]
-            self._r_neg = query_len - 1
-        start = self._r_pos - (key_len - 1)
-        return self._tables[layer][:, start : start + key_len + query_len - 1]
-
-    def _project(self, r_high: int, r_low: int) -> list[torch.Tensor]:
-        """Per layer [H, r_high - r_low + 1, Dk]: p_r for r = r_high ... r_low (descending)."""
-        weight = self._encoder.after_norm.weight
-        half = max(abs(r_high), abs(r_low)) + 1
-        vectors = self._encoder.pos_table.vectors(half, weight.device, weight.dtype)  # r = half-1 ... -(half-1)
-        vectors = vectors[half - 1 - r_high : half - r_low]
-        # Contiguous per head: each step reads K rows of every head's table, and strided rows stream slower.
-        return [layer.self_attn.project_positions(vectors).contiguous() for layer in self._encoder.encoders]
+            x = layer(x, mask, cache.positions.get(i, t_k, t_new), cache.layers[i])
+        return self.after_norm(x)

@@ -8,8 +8,8 @@ A `mask` is float or bool [B, 1, T] with 1/True at valid frames, or None when ev
 (B=1 inference): then every mask multiply and the attention mask are skipped, which is exact
 because upstream multiplies by ones there.
 
-Not here: the ODE solver and guidance (see `cfm.py`), the token encoder (see `flow.py`), the
-causal v2 variant.
+Not here: the ODE solver and guidance (see `models/cfm.py`), the token encoder (see `models/flow.py`),
+the causal v2 variant, v3's DiT (each estimator has its own file here; `registry.py` picks one per family).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..config import EstimatorConfig
+from ...config import EstimatorConfig
 
 
 def _masked(x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
@@ -125,8 +125,8 @@ class Attention(nn.Module):
         self.to_k = nn.Linear(dim, inner, bias=False)
         self.to_v = nn.Linear(dim, inner, bias=False)
         self.to_out = nn.ModuleList([nn.Linear(inner, dim)])  # upstream's to_out.1 is a parameter-free dropout
-        # Set by fast precision (models/speed.py) on a bf16 copy: plain matmul-softmax-matmul instead of
-        # SDPA, whose CPU flash kernel runs bf16 at a fraction of the GEMM rate at these lengths.
+        # Set by `ConditionalDecoder.to_bf16`: plain matmul-softmax-matmul instead of SDPA, whose CPU flash
+        # kernel runs bf16 at a fraction of the GEMM rate at these lengths.
         self.matmul_attention = False
 
     def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None) -> torch.Tensor:
@@ -240,6 +240,21 @@ class ConditionalDecoder(nn.Module):
 
         self.final_block = Block1D(up_channels[-1], up_channels[-1])
         self.final_proj = nn.Conv1d(up_channels[-1], cfg.out_channels, 1)
+        # What the network computes in; inputs are cast to it and the velocity returned as float32.
+        self.compute_dtype = torch.float32
+
+    def to_bf16(self, matmul_attention: bool = True) -> None:
+        """Run in bfloat16 from now on (in place, no float32 copy kept): every block except `time_mlp`,
+        whose t·1000 sinusoids would be off by up to ~1 rad in bf16. `forward` still takes and returns
+        float32. matmul_attention: attention as matmul-softmax-matmul instead of SDPA (faster in bf16 on CPU).
+        """
+        for name, child in self.named_children():
+            if name != "time_mlp":
+                child.to(torch.bfloat16)
+        for module in self.modules():
+            if isinstance(module, Attention):
+                module.matmul_attention = matmul_attention
+        self.compute_dtype = torch.bfloat16
 
     @staticmethod
     def _transformers(x: torch.Tensor, blocks: nn.ModuleList, mask: torch.Tensor | None) -> torch.Tensor:
@@ -268,11 +283,13 @@ class ConditionalDecoder(nn.Module):
             t: [B] flow time in [0, 1].
             spks: [B, F] projected speaker embedding.
             cond: [B, F, T] prompt mel (zeros outside the prompt).
-        Returns: velocity [B, out_channels, T] (zero at masked frames).
+        Returns: velocity [B, out_channels, T] float32 (zero at masked frames).
         """
+        low = self.compute_dtype  # casts are no-ops in float32
+        x, mu, spks, cond = x.to(low), mu.to(low), spks.to(low), cond.to(low)
         if mask is not None:
-            mask = mask.to(x.dtype)
-        temb = self.time_mlp(self.time_embeddings(t)).to(x.dtype)  # a no-op unless run in bf16 (models/speed.py)
+            mask = mask.to(low)
+        temb = self.time_mlp(self.time_embeddings(t.float())).to(low)  # time_mlp stays float32 (see to_bf16)
         h = torch.cat([x, mu, spks.unsqueeze(-1).expand(-1, -1, x.size(-1)), cond], dim=1)
 
         skips: list[torch.Tensor] = []
@@ -297,4 +314,4 @@ class ConditionalDecoder(nn.Module):
             h = self._transformers(resnet(h, m, temb), blocks, m)
             h = up(_masked(h, m))
         h = self.final_block(h, m)
-        return _masked(self.final_proj(_masked(h, m)), mask)
+        return _masked(self.final_proj(_masked(h, m)), mask).float()

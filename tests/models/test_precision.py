@@ -1,5 +1,6 @@
-"""Inference-time transforms (models/speed.py): the stock layout keeps the numbers, the fast mode stays
-close, and the helpers keep their contracts."""
+"""Inference-time transforms: what precision.py applies for stock and fast (via the modules' own methods),
+that the stock layout keeps the numbers, that the fast mode stays close, and the linear layouts'
+contracts (models/linears.py)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,9 @@ import pytest
 import torch
 from torch import nn
 
-from cosyvoice_ui.cosyvoice.models.speed import (Bf16Estimator, FastSettings, PackedLinear, apply_precision,
-                                                 bf16_hift_decoder, bf16_is_native, column_major_linears,
-                                                 fuse_qkv_projections, onednn_linear_works, pack_linears,
-                                                 quantize_linears_int8, speed_up_llm, trim_flow_prompt)
+from cosyvoice_ui.cosyvoice.models.linears import PackedLinear, onednn_linear_works, pack_linears
+from cosyvoice_ui.cosyvoice.precision import (FastSettings, apply_precision, bf16_is_native, speed_up_llm,
+                                              trim_flow_prompt)
 from cosyvoice_ui.testing.tiny_model import TinyDims, build_v1_modules, v1_yaml
 
 
@@ -39,7 +39,7 @@ def test_column_major_layout_keeps_outputs_and_state_dict(modules) -> None:
     keys = {k: v.shape for k, v in llm.state_dict().items()}
     with torch.inference_mode():
         before = llm.teacher_forced_logp(*_llm_inputs())
-    assert column_major_linears(llm) > 10
+    assert llm.column_major_linears() > 10
     assert not llm.llm.encoders[0].feed_forward.w_1.weight.is_contiguous()  # stored as Wᵀ
     with torch.inference_mode():
         after = llm.teacher_forced_logp(*_llm_inputs())
@@ -79,7 +79,7 @@ def test_int8_llm_is_close_and_skips_what_it_is_told(modules) -> None:
     llm = modules[0].eval()
     with torch.inference_mode():
         ref = llm.teacher_forced_logp(*_llm_inputs())
-    count = quantize_linears_int8(llm, skip=("spk_embed_affine_layer",))
+    count = llm.quantize_int8()
     assert count > 10
     assert type(llm.spk_embed_affine_layer) is nn.Linear
     assert type(llm.llm_decoder) is not nn.Linear
@@ -93,12 +93,12 @@ def test_int8_llm_is_close_and_skips_what_it_is_told(modules) -> None:
 
 @pytest.mark.skipif(not bf16_is_native(), reason="this CPU has no native bf16 dot products")
 def test_bf16_estimator_is_float32_outside_and_close(modules) -> None:
-    estimator = modules[1].decoder.estimator.eval()
+    estimator = modules[1].estimator.eval()
     x, mu, t, spks, cond = _estimator_inputs(1, 37, 0.3)
     with torch.inference_mode():
         ref = estimator(x, None, mu, t, spks, cond)
-        wrapped = Bf16Estimator(estimator)
-        out = wrapped(x, None, mu, t, spks, cond)
+        estimator.to_bf16()
+        out = estimator(x, None, mu, t, spks, cond)
     assert out.dtype == torch.float32 and out.shape == ref.shape
     assert estimator.time_mlp.linear_1.weight.dtype == torch.float32  # t·1000 needs float32
     assert estimator.final_proj.weight.dtype == torch.bfloat16
@@ -134,10 +134,10 @@ def test_fused_qkv_keeps_the_llm_numbers_and_tokens(modules) -> None:
         before = llm.teacher_forced_logp(*_llm_inputs())
         tokens = list(llm.inference(*_llm_inputs()[:4], sampler=_argmax, max_len=20, ignore_eos=True))
     layers = len(llm.llm.encoders) + len(llm.text_encoder.encoders)
-    assert fuse_qkv_projections(llm) == layers
+    assert llm.fuse_qkv() == layers
     attn = llm.llm.encoders[0].self_attn
     assert attn.linear_qkv is not None and not hasattr(attn, "linear_q")
-    assert fuse_qkv_projections(llm) == 0  # already fused: nothing to do
+    assert llm.fuse_qkv() == 0  # already fused: nothing to do
     with torch.inference_mode():
         after = llm.teacher_forced_logp(*_llm_inputs())
         assert list(llm.inference(*_llm_inputs()[:4], sampler=_argmax, max_len=20, ignore_eos=True)) == tokens
@@ -151,7 +151,7 @@ def test_bf16_hift_keeps_f0_and_source_in_float32_and_stays_close(modules) -> No
     mel = torch.randn(1, 80, 23, generator=g) - 4
     with torch.inference_mode():
         ref, ref_source = hift.inference(mel, generator=torch.Generator().manual_seed(3))
-        bf16_hift_decoder(hift)
+        hift.set_conv_dtype(torch.bfloat16)
         out, source = hift.inference(mel, generator=torch.Generator().manual_seed(3))
     assert hift.f0_predictor.condnet[0].weight.dtype == torch.float32
     assert hift.conv_post.weight.dtype == torch.bfloat16
@@ -163,17 +163,15 @@ def test_bf16_hift_keeps_f0_and_source_in_float32_and_stays_close(modules) -> No
 
 @pytest.mark.skipif(not bf16_is_native(), reason="this CPU has no native bf16 dot products")
 def test_bf16_estimator_matmul_attention_matches_its_sdpa_path(modules) -> None:
-    estimator = modules[1].decoder.estimator.eval()
+    estimator = modules[1].estimator.eval()
     x, mu, t, spks, cond = _estimator_inputs(4, 29, 0.6)
     mask = torch.ones(2, 1, 29)
     mask[1, :, 25:] = 0  # padded frames exercise the key mask
-    wrapped = Bf16Estimator(estimator, matmul_attention=False)
     with torch.inference_mode():
-        sdpa = wrapped(x, mask, mu, t, spks, cond)
-        for module in estimator.modules():
-            if hasattr(module, "matmul_attention"):
-                module.matmul_attention = True
-        matmul = wrapped(x, mask, mu, t, spks, cond)
+        estimator.to_bf16(matmul_attention=False)
+        sdpa = estimator(x, mask, mu, t, spks, cond)
+        estimator.to_bf16(matmul_attention=True)  # already bf16: only the attention kernel changes
+        matmul = estimator(x, mask, mu, t, spks, cond)
     rel = ((matmul - sdpa).norm() / sdpa.norm()).item()
     assert rel < 0.03 and torch.isfinite(matmul).all()
 
@@ -183,3 +181,15 @@ def test_fast_precision_reports_the_vocoder(modules) -> None:
     done = apply_precision(llm, flow, "fast", "cpu", FastSettings(bf16_hift=False), hift=hift)
     assert done.hift == "fp32" and not done.bf16_hift and hift.decode_dtype == torch.float32
     assert "q/k/v fused" in done.llm
+
+
+def test_fast_precision_changes_the_modules_in_place(modules) -> None:
+    llm, flow, hift, _ = modules
+    estimator = flow.estimator
+    done = apply_precision(llm, flow, "fast", "cpu", FastSettings(), hift=hift)
+    assert flow.estimator is estimator  # transformed by its own method, not wrapped
+    native = bf16_is_native()
+    assert done.bf16_flow == native and done.bf16_hift == native
+    assert estimator.compute_dtype == (torch.bfloat16 if native else torch.float32)
+    assert hift.decode_dtype == (torch.bfloat16 if native else torch.float32)
+    assert done.flow_attention == ("matmul" if native else "sdpa")

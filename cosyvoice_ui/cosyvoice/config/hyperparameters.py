@@ -1,0 +1,142 @@
+"""Frozen hyperparameter records built from an official yaml; the models take these, never the yaml.
+
+The records are v1's (CosyVoice-300M); a family with other modules (v2's causal flow, v3's DiT) adds
+its own records next to these, and its parser builds them (see `config/v1.py`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class EncoderConfig:
+    """A WeNet/ESPnet-style encoder (used as the v1 text encoder, LLM and flow encoder)."""
+
+    input_size: int
+    output_size: int
+    attention_heads: int
+    linear_units: int
+    num_blocks: int
+    input_layer: str  # "linear" (Linear+LN) or "linear_legacy" (Linear+LN+ReLU)
+    layer_type: str  # "conformer" (norm_mha/norm_ff names, SiLU) or "transformer" (norm1/norm2, ReLU)
+    activation: str  # "swish" or "relu"
+    static_chunk_size: int  # 1 = causal, 0 = full attention
+    pos_enc_layer_type: str = "rel_pos_espnet"
+    selfattention_layer_type: str = "rel_selfattn"
+    key_bias: bool = True
+
+
+@dataclass(frozen=True)
+class SamplingConfig:
+    top_p: float = 0.8
+    top_k: int = 25
+    win_size: int = 10
+    tau_r: float = 0.1
+
+
+@dataclass(frozen=True)
+class LLMConfig:
+    text_token_size: int
+    speech_token_size: int
+    text_encoder_input_size: int
+    llm_input_size: int
+    llm_output_size: int
+    spk_embed_dim: int
+    text_encoder: EncoderConfig
+    llm: EncoderConfig
+    sampling: SamplingConfig
+    min_token_text_ratio: float = 2.0
+    max_token_text_ratio: float = 20.0
+
+
+@dataclass(frozen=True)
+class EstimatorConfig:
+    """The flow-matching U-Net (`ConditionalDecoder`)."""
+
+    in_channels: int
+    out_channels: int
+    channels: tuple[int, ...]
+    attention_head_dim: int
+    n_blocks: int
+    num_mid_blocks: int
+    num_heads: int
+    act_fn: str = "gelu"
+
+
+@dataclass(frozen=True)
+class CFMConfig:
+    in_channels: int
+    spk_emb_dim: int
+    sigma_min: float
+    t_scheduler: str
+    inference_cfg_rate: float
+    estimator: EstimatorConfig
+    n_timesteps: int = 10  # upstream passes 10 from flow.inference; not in the yaml
+
+
+@dataclass(frozen=True)
+class FlowConfig:
+    input_size: int
+    output_size: int
+    spk_embed_dim: int
+    vocab_size: int
+    input_frame_rate: int
+    encoder: EncoderConfig
+    length_regulator_channels: int
+    sampling_ratios: tuple[int, ...]
+    cfm: CFMConfig
+    mel_rate: float  # mel frames per second (the family's `FamilySpec.mel_rate`; not in the yaml)
+
+
+@dataclass(frozen=True)
+class HiFTConfig:
+    in_channels: int
+    base_channels: int
+    nb_harmonics: int
+    sampling_rate: int
+    nsf_alpha: float
+    nsf_sigma: float
+    nsf_voiced_threshold: float
+    upsample_rates: tuple[int, ...]
+    upsample_kernel_sizes: tuple[int, ...]
+    istft_n_fft: int
+    istft_hop: int
+    resblock_kernel_sizes: tuple[int, ...]
+    resblock_dilation_sizes: tuple[tuple[int, ...], ...]
+    source_resblock_kernel_sizes: tuple[int, ...]
+    source_resblock_dilation_sizes: tuple[tuple[int, ...], ...]
+    lrelu_slope: float
+    audio_limit: float
+    f0_in_channels: int
+    f0_cond_channels: int
+
+
+@dataclass(frozen=True)
+class MelConfig:
+    """Matcha-style log-mel used for the flow's prompt features."""
+
+    n_fft: int
+    num_mels: int
+    sampling_rate: int
+    hop_size: int
+    win_size: int
+    fmin: float
+    fmax: float | None
+    center: bool = False
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Everything the engine needs from one official yaml."""
+
+    sample_rate: int
+    llm_class: str  # the yaml's upstream class paths, checked against the registry's allow-list
+    flow_class: str
+    estimator_class: str
+    hift_class: str
+    llm: LLMConfig
+    flow: FlowConfig
+    hift: HiFTConfig
+    mel: MelConfig
+    tokenizer: dict  # the get_tokenizer arguments (e.g. multilingual, num_languages)

@@ -1,0 +1,78 @@
+"""The top of the page: title, subtitle and the one-line notices (no password, no model, what the backend
+can do with a button to get a real cloning model, the public share link)."""
+
+# No `from __future__ import annotations`: Gradio finds `request: gr.Request` by its evaluated annotation.
+from dataclasses import dataclass
+
+from ..serving.manager import ModelManager
+from ..settings import Settings
+from ..types import EngineInfo
+from . import strings
+
+RECOMMENDED_MODEL = "CosyVoice-300M-SFT"  # presets + cloning: what the "get real cloning" button downloads
+
+
+@dataclass(frozen=True)
+class Notices:
+    notes_row: object
+    notes: object
+    get_model: object  # downloads RECOMMENDED_MODEL (wired to the model panel by `wire`)
+    t: object
+
+    def adapt(self, info: EngineInfo | None, data: dict) -> dict:
+        import gradio as gr
+
+        text = strings.notes_markdown(info, self.t)
+        return {self.notes_row: gr.update(visible=bool(text)), self.notes: gr.update(value=text)}
+
+    def wire(self, panel) -> None:
+        """The download button fills the model panel (its dropdown and state line)."""
+        import gradio as gr
+
+        def download_recommended(request: gr.Request, progress=gr.Progress()):
+            return panel.download(RECOMMENDED_MODEL, progress, request)
+
+        self.get_model.click(download_recommended, outputs=[panel.model, panel.state], api_visibility="private")
+
+
+def nothing_installed(manager: ModelManager, info: EngineInfo | None) -> bool:
+    """No model to choose but the current one, and that one cannot run: the user has to download one."""
+    return info is None and len(manager.choices()) <= 1
+
+
+def build_notices(manager: ModelManager, settings: Settings, t, share=None) -> Notices:
+    """`share`: the process's share-link status (`url`, `error`), shown while a `--share` link is made."""
+    import gradio as gr
+
+    info = manager.info()
+    gr.Markdown(t("title"), elem_id="title")
+    gr.Markdown(t("subtitle"))
+    gr.Markdown(t("public_warning"), visible=settings.is_public and not settings.auth, elem_id="public-warning")
+    gr.Markdown(t("no_model"), visible=nothing_installed(manager, info), elem_id="no-model")
+    # Text and button share a line where both fit (text >= 300 px, button >= 220 px); on a phone the
+    # row wraps and the button, growing, takes the full width under the text.
+    with gr.Row(visible=bool(strings.notes_markdown(info, t)), elem_id="backend-notes") as notes_row:
+        with gr.Column(scale=4, min_width=300):  # a Markdown ignores min_width; its column does not
+            notes = gr.Markdown(strings.notes_markdown(info, t), elem_id="backend-notes-text")
+        get_model = gr.Button(t("get_cosyvoice"), size="sm", scale=1, min_width=220, elem_id="get-cosyvoice")
+    if share is not None and settings.share:
+        _share_status(share, t)
+    return Notices(notes_row, notes, get_model, t)
+
+
+def _share_status(share, t) -> None:
+    import gradio as gr
+
+    share_md = gr.Markdown(t("share_pending"), elem_id="share-status")
+    timer = gr.Timer(1.0)
+
+    def share_text():
+        # One translated key per string: Gradio's frontend translates the first key it finds.
+        if share.url:
+            return f"{t('share_ready')} [{share.url}]({share.url})", gr.Timer(active=False)
+        if share.error:
+            return (f"<details><summary>{t('share_failed')}</summary>\n\n{share.error}\n\n</details>",
+                    gr.Timer(active=False))
+        return gr.skip(), gr.skip()
+
+    timer.tick(share_text, outputs=[share_md, timer], queue=False, api_visibility="private")

@@ -1,0 +1,34 @@
+"""What every part of the page shares: the manager and settings, the handlers, the label table, the
+per-browser inputs (`Options`) and the saved-voice dropdowns. Built once per app by `build_ui`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..serving.manager import ModelManager
+from ..settings import Settings
+from ..types import EngineInfo
+from .handlers import Handlers
+from .options import Options
+from .saved_voices import SavedVoices
+
+
+@dataclass(frozen=True)
+class Page:
+    manager: ModelManager
+    settings: Settings
+    handlers: Handlers
+    t: object  # the gr.I18n label table
+    can_stream: bool  # streaming needs ffmpeg
+    options: Options
+    saved: SavedVoices
+
+    def default_preset(self, info: EngineInfo | None) -> str | None:
+        """The preset the preset tab starts on: the default voice when it is a preset."""
+        ref = self.handlers.resolver.default(info)
+        return ref.id if ref is not None and ref.is_preset else None
+
+
+def approximate(info: EngineInfo | None) -> bool:
+    """Backends that only approximate a prompt's voice offer a quick/refine switch."""
+    return bool(info and info.voice_match == "approximate")

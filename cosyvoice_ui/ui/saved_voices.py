@@ -1,0 +1,67 @@
+"""The "Saved voice" dropdowns of the clone, cross-lingual and conversion tabs, and saving a sample as a
+voice: one list for all of them, refreshed on page load and after each save."""
+
+# No `from __future__ import annotations`: Gradio finds `progress=gr.Progress()` by its default value.
+from ..errors import InvalidRequest
+from ..serving.manager import ModelManager
+from ..serving.voice_service import save_voice
+from . import strings
+from .options import Options
+from .requests import prompt_from_file
+
+
+class SavedVoices:
+    """`library`: the process's `VoiceLibrary`, or None when saved voices are off."""
+
+    def __init__(self, library, t) -> None:
+        self.library = library
+        self.t = t
+        self.dropdowns: list = []
+
+    @property
+    def enabled(self) -> bool:
+        return self.library is not None
+
+    def choices(self) -> list[tuple[str, str]]:
+        saved = [(f"{v.name} ({v.id})" if v.name != v.id else v.id, v.id) for v in self.library.list()] \
+            if self.library is not None else []
+        return [("—", "")] + saved
+
+    def dropdown(self):
+        """A new "Saved voice" dropdown, kept in step with the others."""
+        import gradio as gr
+
+        found = gr.Dropdown(self.choices(), value="", label=self.t("saved_voice"))
+        self.dropdowns.append(found)
+        return found
+
+    def wire(self, page_blocks, manager: ModelManager, options: Options, *, button, prompt, transcript, name,
+             select) -> None:
+        """Save `prompt` + `transcript` under `name` on `button`, then pick the new voice in `select`.
+        Call it once every dropdown exists."""
+        import gradio as gr
+
+        dropdowns = list(self.dropdowns)
+
+        def save(data: dict, progress=gr.Progress()):
+            lang = options.language(data)
+            label = (data[name] or "").strip()
+            if not label:
+                raise gr.Error(strings.label("voice_name_missing", lang))
+            try:
+                audio = prompt_from_file(data[prompt])
+                if audio is None:
+                    raise InvalidRequest("prompt_missing", "no prompt audio was given: upload or record the voice "
+                                         "(3-30 seconds of clear speech)", what="prompt audio")
+                voice, _ = save_voice(manager, self.library, label, audio, data[transcript] or "")
+            except InvalidRequest as exc:
+                raise gr.Error(strings.message(exc, lang)) from None
+            gr.Info(strings.label("voice_saved", lang).format(name=voice.name))
+            return [gr.update(choices=self.choices(), value=voice.id if d is select else None) for d in dropdowns]
+
+        def refresh():
+            return [gr.update(choices=self.choices()) for _ in dropdowns]
+
+        button.click(save, inputs={prompt, transcript, name, options.lang}, outputs=dropdowns,
+                     api_visibility="private")
+        page_blocks.load(refresh, outputs=dropdowns, queue=False, api_visibility="private")

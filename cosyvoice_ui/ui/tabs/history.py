@@ -1,0 +1,48 @@
+"""The history tab: this browser's recent results (kept in its local storage), each playable and re-runnable
+with the same request and seed."""
+
+# No `from __future__ import annotations`: Gradio finds `request: gr.Request` by its evaluated annotation.
+from ...errors import InvalidRequest
+from .. import strings
+from ..page import Page
+from ..requests import request_from_meta
+
+
+def build_history(page: Page) -> None:
+    import gradio as gr
+
+    t, options, handlers = page.t, page.options, page.handlers
+
+    def rerun_of(entry: dict):
+        def rerun(data: dict, request: gr.Request, progress=gr.Progress()):
+            meta = entry.get("request") or {}
+            result = None
+            try:
+                req = request_from_meta(meta, entry.get("speed"), entry.get("seed"))
+            except InvalidRequest as exc:  # the recording of an old entry is gone or unreadable
+                raise gr.Error(strings.message(exc, options.language(data))) from None
+            for result in handlers.run(req, options.output(data), options.past(data), request, progress, meta,
+                                       options.language(data)):
+                pass
+            return result[3] if result else options.past(data)
+
+        return rerun
+
+    with gr.Tab(t("tab_history"), id="history"):
+        clear = gr.Button(t("clear_history"), size="sm")
+
+        @gr.render(inputs=[options.history, options.lang])
+        def show_history(entries, browser_lang):
+            if not entries:
+                gr.Markdown(t("history_empty"))
+                return
+            lang = strings.language_of(browser_lang)
+            for entry in entries:
+                with gr.Row(variant="panel"):
+                    gr.Markdown(f"{strings.history_line(entry, lang)}\n\n{entry.get('text', '')}")
+                    gr.Audio(entry.get("file"), interactive=False, show_label=False)
+                    rerun = gr.Button(t("rerun"), size="sm", scale=0)
+                    rerun.click(rerun_of(entry), inputs=options.inputs, outputs=options.history,
+                                api_visibility="private")
+
+        clear.click(lambda: [], outputs=options.history, queue=False, api_visibility="private")
