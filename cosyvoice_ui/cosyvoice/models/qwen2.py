@@ -1,0 +1,320 @@
+"""A Qwen2 decoder of our own (no `transformers`), the backbone of the Qwen-based speech-token LLMs.
+
+Legend: B batch (always 1 when decoding), T new positions, K cached + new key positions, D hidden size,
+H query heads, G key/value heads (grouped-query attention: each serves H / G query heads), Dh head width.
+
+Module and attribute names follow Hugging Face's `Qwen2ForCausalLM` (`model.embed_tokens`,
+`model.layers.{i}.self_attn.q_proj`, ..., `model.norm`, `lm_head`) so the official `llm.pt` keys
+(`llm.model.model.*`, `llm.model.lm_head.weight`) load strictly under upstream's `Qwen2Encoder` wrapper.
+The architecture comes from the model folder's `CosyVoice-BlankEN/config.json` (`Qwen2Config.from_json`).
+
+Not here: tokenizers, the speech-token layout and decoding policy (`llm_qwen.py`), sliding-window
+attention (off in every CosyVoice config), batching, training.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ...errors import ConfigError
+from .decode_cache import KVCache
+
+
+@dataclass(frozen=True)
+class Qwen2Config:
+    """The fields of a Hugging Face Qwen2 `config.json` that inference needs."""
+
+    vocab_size: int
+    hidden_size: int
+    intermediate_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    rms_norm_eps: float = 1e-6
+    rope_theta: float = 1e6
+    tie_word_embeddings: bool = True
+    max_position_embeddings: int = 32768
+    head_dim: int | None = None  # absent from Qwen2 configs: hidden_size / num_attention_heads
+
+    def __post_init__(self) -> None:
+        if self.num_attention_heads % self.num_key_value_heads:
+            raise ConfigError(f"Qwen2 config: {self.num_attention_heads} attention heads are not a multiple of "
+                              f"{self.num_key_value_heads} key/value heads")
+        if self.head_dim is None and self.hidden_size % self.num_attention_heads:
+            raise ConfigError(f"Qwen2 config: hidden_size {self.hidden_size} is not divisible by "
+                              f"{self.num_attention_heads} heads")
+
+    @property
+    def head_width(self) -> int:
+        return self.head_dim if self.head_dim is not None else self.hidden_size // self.num_attention_heads
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Qwen2Config:
+        """From a parsed `config.json`; refuses what this implementation does not do."""
+        act = data.get("hidden_act", "silu")
+        if act != "silu":
+            raise ConfigError(f"Qwen2 config: hidden_act {act!r} is not supported (only silu)")
+        if data.get("rope_scaling"):
+            raise ConfigError(f"Qwen2 config: rope_scaling {data['rope_scaling']!r} is not supported")
+        if data.get("use_sliding_window"):
+            raise ConfigError("Qwen2 config: sliding-window attention is not supported")
+        try:
+            return cls(
+                vocab_size=int(data["vocab_size"]),
+                hidden_size=int(data["hidden_size"]),
+                intermediate_size=int(data["intermediate_size"]),
+                num_hidden_layers=int(data["num_hidden_layers"]),
+                num_attention_heads=int(data["num_attention_heads"]),
+                # HF's default when the key is absent: plain multi-head attention
+                num_key_value_heads=int(data.get("num_key_value_heads", data["num_attention_heads"])),
+                rms_norm_eps=float(data.get("rms_norm_eps", 1e-6)),
+                rope_theta=float(data.get("rope_theta", 10000.0)),
+                tie_word_embeddings=bool(data.get("tie_word_embeddings", False)),
+                max_position_embeddings=int(data.get("max_position_embeddings", 32768)),
+                head_dim=int(data["head_dim"]) if data.get("head_dim") else None,
+            )
+        except KeyError as exc:
+            raise ConfigError(f"Qwen2 config.json lacks {exc.args[0]!r}") from exc
+
+    @classmethod
+    def from_json(cls, path: str | Path) -> Qwen2Config:
+        """Read `config.json` (the file, or the `CosyVoice-BlankEN` folder holding it)."""
+        path = Path(path)
+        if path.is_dir():
+            path = path / "config.json"
+        if not path.is_file():
+            raise ConfigError(f"{path.name} is missing from {path.parent.name}/ (the Qwen2 backbone's config)")
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"{path.parent.name}/{path.name} cannot be read as JSON: {exc}") from exc
+        return cls.from_dict(data)
+
+
+class RMSNorm(nn.Module):
+    """x / sqrt(mean(x²) + eps) · weight, computed in float32 as Qwen2 does (then cast back)."""
+
+    def __init__(self, dim: int, eps: float) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        dtype = x.dtype
+        x = x.float()
+        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * x.to(dtype)
+
+
+class RotaryEmbedding(nn.Module):
+    """Rotary position tables for absolute positions ("rotate-half": channel i pairs with i + Dh/2).
+
+    `inv_freq` is a non-persistent buffer: it is not in `llm.pt`, and is rebuilt from θ and Dh.
+    """
+
+    def __init__(self, head_dim: int, theta: float) -> None:
+        super().__init__()
+        # Same expression as HF (float32 exponent, python-float base), so the tables agree bitwise.
+        exponent = torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim
+        self.register_buffer("inv_freq", 1.0 / (theta ** exponent), persistent=False)
+
+    def forward(self, start: int, length: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos, sin [length, Dh] for positions start .. start+length-1."""
+        positions = torch.arange(start, start + length, device=self.inv_freq.device, dtype=torch.float32)
+        freqs = positions[:, None] * self.inv_freq.float()[None, :]
+        emb = torch.cat([freqs, freqs], dim=-1)
+        return emb.cos().to(dtype), emb.sin().to(dtype)
+
+
+def _rotate_half(x: torch.Tensor) -> torch.Tensor:
+    half = x.size(-1) // 2
+    return torch.cat([-x[..., half:], x[..., :half]], dim=-1)
+
+
+def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """x [B, heads, T, Dh] with cos/sin [T, Dh] → rotated x."""
+    return x * cos + _rotate_half(x) * sin
+
+
+class Qwen2Attention(nn.Module):
+    """Grouped-query self-attention with rotary positions; q/k/v projections carry a bias, o_proj none."""
+
+    def __init__(self, cfg: Qwen2Config) -> None:
+        super().__init__()
+        self.n_heads, self.n_kv, self.head_dim = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_width
+        d = cfg.hidden_size
+        self.q_proj = nn.Linear(d, self.n_heads * self.head_dim, bias=True)
+        self.k_proj = nn.Linear(d, self.n_kv * self.head_dim, bias=True)
+        self.v_proj = nn.Linear(d, self.n_kv * self.head_dim, bias=True)
+        self.o_proj = nn.Linear(self.n_heads * self.head_dim, d, bias=False)
+        # Set by `fuse_qkv()` after loading: one [(H + 2G)·Dh, D] linear replacing q/k/v_proj.
+        self.qkv_proj: nn.Module | None = None
+
+    def fuse_qkv(self) -> bool:
+        """Replace `q_proj`/`k_proj`/`v_proj` by one `qkv_proj` (q rows, then k, then v), in place;
+        False when already fused. Run after the strict load: the fused module no longer loads `llm.pt`.
+        One GEMV per step instead of three; same numbers up to summation order."""
+        if self.qkv_proj is not None:
+            return False
+        parts = (self.q_proj, self.k_proj, self.v_proj)
+        weight = torch.cat([p.weight.detach() for p in parts])
+        linear = nn.Linear(weight.size(1), weight.size(0), bias=True, device=weight.device, dtype=weight.dtype)
+        with torch.no_grad():
+            linear.weight.copy_(weight)
+            linear.bias.copy_(torch.cat([p.bias.detach() for p in parts]))
+        linear.requires_grad_(False)
+        self.qkv_proj = linear
+        del self.q_proj, self.k_proj, self.v_proj  # the fused copy replaces them (no double memory)
+        return True
+
+    def _project_qkv(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """x [B, T, D] → q [B, H, T, Dh], k and v [B, G, T, Dh]."""
+        b, t, _ = x.shape
+        if self.qkv_proj is not None:
+            q, k, v = self.qkv_proj(x).split([self.n_heads * self.head_dim, self.n_kv * self.head_dim,
+                                              self.n_kv * self.head_dim], dim=-1)
+        else:
+            q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
+        return (q.view(b, t, self.n_heads, self.head_dim).transpose(1, 2),
+                k.view(b, t, self.n_kv, self.head_dim).transpose(1, 2),
+                v.view(b, t, self.n_kv, self.head_dim).transpose(1, 2))
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache: KVCache | None) -> torch.Tensor:
+        """x [B, T, D]; cos/sin [T, Dh] of the new positions; cache: this layer's keys/values so far
+        (appended to in place), or None for a full causal pass. Returns [B, T, D]."""
+        b, t, _ = x.shape
+        q, k, v = self._project_qkv(x)
+        q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
+        past = 0 if cache is None else cache.length
+        if cache is not None:
+            # The cache keeps only the G key/value heads: H/G times less memory than repeating them.
+            k, v = cache.append(k, v)
+        mask = None
+        causal = False
+        if t > 1:
+            if past == 0:
+                causal = True
+            else:  # new queries see every cached key plus the new keys up to themselves
+                mask = torch.ones(t, past + t, dtype=torch.bool, device=x.device)
+                mask[:, past:] = torch.ones(t, t, dtype=torch.bool, device=x.device).tril()
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal,
+                                             enable_gqa=self.n_heads != self.n_kv)
+        return self.o_proj(out.transpose(1, 2).reshape(b, t, self.n_heads * self.head_dim))
+
+
+class Qwen2MLP(nn.Module):
+    """down(SiLU(gate(x)) ⊙ up(x)), no biases."""
+
+    def __init__(self, cfg: Qwen2Config) -> None:
+        super().__init__()
+        self.gate_proj = nn.Linear(cfg.hidden_size, cfg.intermediate_size, bias=False)
+        self.up_proj = nn.Linear(cfg.hidden_size, cfg.intermediate_size, bias=False)
+        self.down_proj = nn.Linear(cfg.intermediate_size, cfg.hidden_size, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class Qwen2DecoderLayer(nn.Module):
+    """Pre-norm block: x += attn(norm(x)); x += mlp(norm(x))."""
+
+    def __init__(self, cfg: Qwen2Config) -> None:
+        super().__init__()
+        self.self_attn = Qwen2Attention(cfg)
+        self.mlp = Qwen2MLP(cfg)
+        self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache: KVCache | None) -> torch.Tensor:
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin, cache)
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+
+class Qwen2DecodeCache:
+    """Keys/values of one incremental decode through a `Qwen2Model`: one preallocated `KVCache` per
+    layer (G heads each), sized for `reserve` positions (a hint: they grow when outgrown). The number
+    of cached positions is also the absolute position of the next input (rotary positions continue)."""
+
+    def __init__(self, model: Qwen2Model, reserve: int = 0) -> None:
+        self.layers = [KVCache(reserve) for _ in model.layers]
+
+    @property
+    def length(self) -> int:
+        return self.layers[0].length if self.layers else 0
+
+
+class Qwen2Model(nn.Module):
+    """Token embedding table, decoder layers and the final RMSNorm (HF `Qwen2Model`)."""
+
+    def __init__(self, cfg: Qwen2Config) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
+        self.layers = nn.ModuleList(Qwen2DecoderLayer(cfg) for _ in range(cfg.num_hidden_layers))
+        self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.rotary_emb = RotaryEmbedding(cfg.head_width, cfg.rope_theta)
+
+    def forward(self, inputs_embeds: torch.Tensor, cache: Qwen2DecodeCache | None = None) -> torch.Tensor:
+        """inputs_embeds [B, T, D] → last hidden state [B, T, D] after the final norm.
+
+        Without a cache: one causal pass over positions 0..T-1. With one: the T new positions follow
+        the cached ones (positions cache.length ..), and their keys/values are appended to it (B = 1).
+        """
+        start = 0 if cache is None else cache.length
+        cos, sin = self.rotary_emb(start, inputs_embeds.size(1), inputs_embeds.dtype)
+        x = inputs_embeds
+        for i, layer in enumerate(self.layers):
+            x = layer(x, cos, sin, None if cache is None else cache.layers[i])
+        return self.norm(x)
+
+
+class Qwen2ForCausalLM(nn.Module):
+    """`Qwen2Model` plus `lm_head`, kept only because `llm.pt` holds its weight (the speech LLMs use
+    their own decoder head). Tied to `embed_tokens` when the config says so, as HF does, so the
+    151936-row table is stored once."""
+
+    def __init__(self, cfg: Qwen2Config) -> None:
+        super().__init__()
+        self.model = Qwen2Model(cfg)
+        self.lm_head = nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
+        if cfg.tie_word_embeddings:
+            self.lm_head.weight = self.model.embed_tokens.weight
+
+
+class Qwen2Encoder(nn.Module):
+    """Upstream's wrapper name: holds the HF-shaped model as `model`, so keys read `model.model.*`.
+
+    `forward` is the full causal pass (teacher forcing), `forward_step` the cached incremental one;
+    both return the hidden state after the final norm, as upstream takes `hidden_states[-1]`.
+    """
+
+    def __init__(self, cfg: Qwen2Config) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.model = Qwen2ForCausalLM(cfg)
+
+    @property
+    def embed_tokens(self) -> nn.Embedding:
+        return self.model.model.embed_tokens
+
+    def forward(self, xs: torch.Tensor) -> torch.Tensor:
+        """xs [B, T, D] → [B, T, D], causal, positions 0..T-1."""
+        return self.model.model(xs)
+
+    def fuse_qkv(self) -> int:
+        """Fuse every layer's q/k/v projections (`Qwen2Attention.fuse_qkv`); returns how many layers were
+        fused now (0 when already done)."""
+        return sum(layer.self_attn.fuse_qkv() for layer in self.model.model.layers)
+
+    def new_cache(self, reserve: int = 0) -> Qwen2DecodeCache:
+        return Qwen2DecodeCache(self.model.model, reserve)
+
+    def forward_step(self, xs: torch.Tensor, cache: Qwen2DecodeCache) -> torch.Tensor:
+        """xs [1, T, D] new positions → their outputs [1, T, D]; the cache is appended to in place."""
+        return self.model.model(xs, cache)
