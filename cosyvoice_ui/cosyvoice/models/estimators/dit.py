@@ -1,0 +1,320 @@
+"""The DiT flow-matching velocity estimator (F5-TTS style `DiT`), used by the token-to-mel DiT flow.
+
+Upstream builds it from F5-TTS modules and x-transformers' rotary embedding; here every block is written
+out with the same attribute names, so the `decoder.estimator.*` keys of `flow.pt` load strictly.
+
+Forward (time-major inside): t → sinusoids (256) → `time_embed.time_mlp` = temb [B, D];
+`[x, cond, mu, spks]` → `input_embed.proj` → + causal ConvPos; N `DiTBlock`s (AdaLayerNormZero, attention
+with partial rotary, tanh-GELU FF, both gated); `norm_out` (AdaLayerNormZero_Final); `proj_out`.
+
+Shapes: B batch (2 under classifier-free guidance), T mel frames, F = 80 mel bins, D = `dim`,
+H heads of `dim_head` (H·dh = inner width of q/k/v).
+
+Quirk reproduced: the rotary table is `dim_head` wide but is applied to the full-width q and k *before*
+the head split, so only the first `dim_head` channels (head 0) carry RoPE; the other heads have no
+positional signal but the conv position embedding.
+
+Not here: the ODE solver and guidance (the CFM), mu/cond/spks (the flow).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .unet import SinusoidalPosEmb
+from .unet_causal import chunk_mask
+
+
+@dataclass(frozen=True)
+class DiTConfig:
+    """The estimator's yaml arguments (upstream names and class defaults). `static_chunk_size` is the
+    streaming attention chunk in mel frames (chunk tokens · token_mel_ratio)."""
+
+    dim: int
+    depth: int = 8
+    heads: int = 8
+    dim_head: int = 64
+    ff_mult: float = 4
+    mel_dim: int = 80
+    mu_dim: int | None = None  # None: mel_dim
+    spk_dim: int | None = None  # None: no speaker input (upstream's InputEmbedding then drops it)
+    # Stored but unused upstream: proj_out is always mel_dim wide and the streaming mask always sees every
+    # left chunk. Kept so the yaml's arguments are accepted as written.
+    out_channels: int | None = None
+    num_decoding_left_chunks: int = 2
+    static_chunk_size: int = 50
+    dropout: float = 0.1  # training only
+    long_skip_connection: bool = False
+    time_freq_dim: int = 256  # sinusoid width before time_mlp (upstream class constants, not yaml)
+    conv_pos_kernel: int = 31
+    conv_pos_groups: int = 16
+
+
+class TimestepEmbedding(nn.Module):
+    """Sinusoids of t (scale 1000) → `time_mlp` (Linear → SiLU → Linear), keys `time_mlp.0/2`."""
+
+    def __init__(self, dim: int, freq_dim: int = 256) -> None:
+        super().__init__()
+        self.time_embed = SinusoidalPosEmb(freq_dim)  # same formula as the U-Net's (F5-TTS copied it)
+        self.time_mlp = nn.Sequential(nn.Linear(freq_dim, dim), nn.SiLU(), nn.Linear(dim, dim))
+
+    def forward(self, t: torch.Tensor) -> torch.Tensor:
+        """t [B] → [B, D]."""
+        return self.time_mlp(self.time_embed(t))
+
+
+class CausalConvPositionEmbedding(nn.Module):
+    """Two stages of [left pad k−1 → grouped Conv1d(k) → Mish], keys `conv1.0`, `conv2.0`. Causal, so a
+    frame's position signal never depends on later frames (what makes streaming chunks consistent)."""
+
+    def __init__(self, dim: int, kernel_size: int = 31, groups: int = 16) -> None:
+        super().__init__()
+        self.pad = kernel_size - 1
+        self.conv1 = nn.Sequential(nn.Conv1d(dim, dim, kernel_size, groups=groups), nn.Mish())
+        self.conv2 = nn.Sequential(nn.Conv1d(dim, dim, kernel_size, groups=groups), nn.Mish())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x [B, T, D] → [B, T, D]."""
+        h = x.transpose(1, 2)
+        h = self.conv1(F.pad(h, (self.pad, 0)))
+        h = self.conv2(F.pad(h, (self.pad, 0)))
+        return h.transpose(1, 2)
+
+
+class InputEmbedding(nn.Module):
+    """proj(cat[x, cond, mu, spks over T]) plus its causal conv position embedding. The feature order
+    differs from the U-Net's ([x, mu, spks, cond]); the weights expect this one. spk_dim 0: no spks."""
+
+    def __init__(self, mel_dim: int, mu_dim: int, spk_dim: int, dim: int, kernel_size: int, groups: int) -> None:
+        super().__init__()
+        self.spk_dim = spk_dim
+        self.proj = nn.Linear(2 * mel_dim + mu_dim + spk_dim, dim)
+        self.conv_pos_embed = CausalConvPositionEmbedding(dim, kernel_size, groups)
+
+    def forward(self, x: torch.Tensor, cond: torch.Tensor, mu: torch.Tensor, spks: torch.Tensor) -> torch.Tensor:
+        """x, cond [B, T, F], mu [B, T, F_mu], spks [B, F_spk] → [B, T, D]."""
+        parts = [x, cond, mu]
+        if self.spk_dim > 0:
+            parts.append(spks.unsqueeze(1).expand(-1, x.size(1), -1))
+        h = self.proj(torch.cat(parts, dim=-1))
+        return self.conv_pos_embed(h) + h
+
+
+class RotaryEmbedding(nn.Module):
+    """x-transformers `RotaryEmbedding(dim_head)`: angle(pos, i) = pos · inv_freq_i, interleaved
+    [a0, a0, a1, a1, …]. `inv_freq` is a persistent buffer (it is in `flow.pt`)."""
+
+    def __init__(self, dim: int, base: float = 10000.0) -> None:
+        super().__init__()
+        self.register_buffer("inv_freq", 1.0 / (base ** (torch.arange(0, dim, 2).float() / dim)))
+
+    def forward(self, t: int) -> torch.Tensor:
+        """[1, T, dim] angles for positions 0…T−1."""
+        pos = torch.arange(t, device=self.inv_freq.device).type_as(self.inv_freq)
+        freqs = pos.unsqueeze(1) * self.inv_freq.unsqueeze(0)
+        return torch.stack((freqs, freqs), dim=-1).flatten(-2).unsqueeze(0)
+
+
+def rotate_pairs(x: torch.Tensor) -> torch.Tensor:
+    """(x_{2i}, x_{2i+1}) → (−x_{2i+1}, x_{2i}) (the interleaved / GPT-J convention)."""
+    pairs = x.unflatten(-1, (-1, 2))
+    return torch.stack((-pairs[..., 1], pairs[..., 0]), dim=-1).flatten(-2)
+
+
+def apply_partial_rotary(x: torch.Tensor, freqs: torch.Tensor) -> torch.Tensor:
+    """Rotate the first `freqs.size(-1)` channels of x [B, T, C] by freqs [1, T, r]; the rest pass
+    through (upstream computes this in float32 and casts back)."""
+    r = freqs.size(-1)
+    head, rest = x[..., :r], x[..., r:]
+    head = head * freqs.cos() + rotate_pairs(head) * freqs.sin()
+    return torch.cat((head, rest), dim=-1).to(x.dtype)
+
+
+class Attention(nn.Module):
+    """Self-attention with biased q/k/v, `to_out.0`, scale 1/sqrt(dim_head), boolean mask (True = attend)."""
+
+    def __init__(self, dim: int, heads: int, dim_head: int) -> None:
+        super().__init__()
+        inner = heads * dim_head
+        self.heads = heads
+        self.to_q = nn.Linear(dim, inner)
+        self.to_k = nn.Linear(dim, inner)
+        self.to_v = nn.Linear(dim, inner)
+        self.to_out = nn.ModuleList([nn.Linear(inner, dim)])  # upstream's to_out.1 is a parameter-free dropout
+        # Set by `DiT.to_bf16`: matmul-softmax-matmul instead of SDPA (whose CPU kernel is slow in bf16).
+        self.matmul_attention = False
+
+    def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None, rope: torch.Tensor) -> torch.Tensor:
+        """x [B, T, D]; attn_mask bool [B, 1, T, T] or None (all frames see all); rope [1, T, dh]."""
+        b, t, _ = x.shape
+        q = apply_partial_rotary(self.to_q(x), rope)  # the quirk: full width, before the head split
+        k = apply_partial_rotary(self.to_k(x), rope)
+        v = self.to_v(x)
+        q, k, v = (y.view(b, t, self.heads, -1).transpose(1, 2) for y in (q, k, v))
+        if self.matmul_attention:
+            scores = torch.matmul(q * q.size(-1) ** -0.5, k.transpose(-2, -1))  # [B, H, T, T]
+            if attn_mask is not None:
+                scores = scores.masked_fill(~attn_mask, float("-inf"))
+            out = torch.matmul(torch.softmax(scores, dim=-1), v)
+        else:
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask)
+        out = self.to_out[0](out.transpose(1, 2).reshape(b, t, -1))
+        if attn_mask is not None:
+            # Upstream zeroes the output rows of keys the last query may not see (a padding-mask idiom).
+            out = out.masked_fill(~attn_mask[:, 0, -1].unsqueeze(-1), 0.0)
+        return out
+
+
+class AdaLayerNormZero(nn.Module):
+    """linear(SiLU(temb)) → 6 chunks (shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp);
+    returns the modulated LayerNorm (eps 1e-6, no affine) of x and the other four chunks."""
+
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.silu = nn.SiLU()
+        self.linear = nn.Linear(dim, dim * 6)
+        self.norm = nn.LayerNorm(dim, elementwise_affine=False, eps=1e-6)
+
+    def forward(self, x: torch.Tensor, temb: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp = self.linear(self.silu(temb)).chunk(6, dim=1)
+        return self.norm(x) * (1 + scale_msa[:, None]) + shift_msa[:, None], gate_msa, shift_mlp, scale_mlp, gate_mlp
+
+
+class AdaLayerNormZeroFinal(nn.Module):
+    """linear(SiLU(temb)) → (scale, shift) — scale first, unlike the block norm; LN eps 1e-6, no affine."""
+
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.silu = nn.SiLU()
+        self.linear = nn.Linear(dim, dim * 2)
+        self.norm = nn.LayerNorm(dim, elementwise_affine=False, eps=1e-6)
+
+    def forward(self, x: torch.Tensor, temb: torch.Tensor) -> torch.Tensor:
+        scale, shift = self.linear(self.silu(temb)).chunk(2, dim=1)
+        return self.norm(x) * (1 + scale)[:, None, :] + shift[:, None, :]
+
+
+class FeedForward(nn.Module):
+    """ff.0 = (Linear(D → mult·D), tanh-GELU), ff.1 = dropout (identity here), ff.2 = Linear back."""
+
+    def __init__(self, dim: int, mult: float) -> None:
+        super().__init__()
+        inner = int(dim * mult)
+        self.ff = nn.Sequential(nn.Sequential(nn.Linear(dim, inner), nn.GELU(approximate="tanh")),
+                                nn.Identity(), nn.Linear(inner, dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.ff(x)
+
+
+class DiTBlock(nn.Module):
+    """h += gate_msa · attn(adaLN(h)); h += gate_mlp · ff(LN(h)·(1 + scale_mlp) + shift_mlp)."""
+
+    def __init__(self, dim: int, heads: int, dim_head: int, ff_mult: float) -> None:
+        super().__init__()
+        self.attn_norm = AdaLayerNormZero(dim)
+        self.attn = Attention(dim, heads, dim_head)
+        self.ff_norm = nn.LayerNorm(dim, elementwise_affine=False, eps=1e-6)
+        self.ff = FeedForward(dim, ff_mult)
+
+    def forward(self, h: torch.Tensor, temb: torch.Tensor, attn_mask: torch.Tensor | None,
+                rope: torch.Tensor) -> torch.Tensor:
+        """h [B, T, D], temb [B, D] → [B, T, D]."""
+        norm, gate_msa, shift_mlp, scale_mlp, gate_mlp = self.attn_norm(h, temb)
+        h = h + gate_msa.unsqueeze(1) * self.attn(norm, attn_mask, rope)
+        f = self.ff_norm(h) * (1 + scale_mlp[:, None]) + shift_mlp[:, None]
+        return h + gate_mlp.unsqueeze(1) * self.ff(f)
+
+
+class DiT(nn.Module):
+    """DiT velocity field v(x, t | mu, spks, cond), called like the U-Net estimators:
+    `estimator(x, mask, mu, t, spks, cond, streaming)`.
+
+    `streaming` selects chunk attention (`static_chunk_size` frames, every left chunk visible), so a frame
+    never attends to later chunks; otherwise attention is full.
+
+    Does not: draw noise, apply guidance, mask its output (upstream does not either), or skip-connect
+    long range (`long_skip_connection` is off in every release).
+    """
+
+    def __init__(self, cfg: DiTConfig) -> None:
+        super().__init__()
+        if cfg.long_skip_connection:
+            raise ValueError("DiT long_skip_connection is not supported (no CosyVoice release uses it)")
+        if cfg.static_chunk_size < 1:
+            raise ValueError(f"static_chunk_size must be at least 1 frame, got {cfg.static_chunk_size}")
+        mel = cfg.mel_dim
+        mu_dim = mel if cfg.mu_dim is None else cfg.mu_dim
+        spk_dim = 0 if cfg.spk_dim is None else cfg.spk_dim
+        self.cfg = cfg
+        self.time_embed = TimestepEmbedding(cfg.dim, cfg.time_freq_dim)
+        self.input_embed = InputEmbedding(mel, mu_dim, spk_dim, cfg.dim, cfg.conv_pos_kernel, cfg.conv_pos_groups)
+        self.rotary_embed = RotaryEmbedding(cfg.dim_head)
+        self.transformer_blocks = nn.ModuleList(
+            DiTBlock(cfg.dim, cfg.heads, cfg.dim_head, cfg.ff_mult) for _ in range(cfg.depth))
+        self.norm_out = AdaLayerNormZeroFinal(cfg.dim)
+        self.proj_out = nn.Linear(cfg.dim, mel)  # mel_dim, not out_channels: upstream ignores the latter
+        # What the blocks compute in; inputs are cast to it and the velocity returned as float32.
+        self.compute_dtype = torch.float32
+
+    def to_bf16(self, matmul_attention: bool = True) -> None:
+        """Run in bfloat16 from now on (in place), except the time embedding (t·1000 sinusoids would be off
+        by up to ~1 rad) and the rotary angles (positions · inv_freq reach thousands of rad); the rotation
+        itself runs in float32. `forward` still takes and returns float32. matmul_attention: attention as
+        matmul-softmax-matmul instead of SDPA (faster in bf16 on CPU)."""
+        for name, child in self.named_children():
+            if name not in ("time_embed", "rotary_embed"):
+                child.to(torch.bfloat16)
+        for module in self.modules():
+            if isinstance(module, Attention):
+                module.matmul_attention = matmul_attention
+        self.compute_dtype = torch.bfloat16
+
+    def attention_mask(self, mask: torch.Tensor | None, t: int, streaming: bool,
+                       device: torch.device) -> torch.Tensor | None:
+        """bool [B, 1, T, T] (True = attend), or None for full attention over all-valid frames.
+        mask: [B, 1, T] valid frames, or None (all valid)."""
+        if not streaming:
+            return None if mask is None else mask.bool().expand(-1, t, -1).unsqueeze(1)
+        # Every left chunk, whatever num_decoding_left_chunks says (upstream passes -1 here).
+        chunks = chunk_mask(t, self.cfg.static_chunk_size, -1, device)
+        if mask is None:
+            return chunks[None, None]
+        return (chunks.unsqueeze(0) & mask.bool()).unsqueeze(1)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        mask: torch.Tensor | None,
+        mu: torch.Tensor,
+        t: torch.Tensor,
+        spks: torch.Tensor,
+        cond: torch.Tensor,
+        streaming: bool = False,
+    ) -> torch.Tensor:
+        """Args:
+            x: [B, F, T] current ODE state.
+            mask: [B, 1, T] valid frames (float 0/1 or bool), or None when all frames are valid.
+            mu: [B, F_mu, T] frame-aligned token encoding.
+            t: [B] (or 0-d) flow time in [0, 1].
+            spks: [B, F_spk] projected speaker embedding.
+            cond: [B, F, T] prompt mel (zeros outside the prompt).
+            streaming: chunk attention instead of full attention.
+        Returns: velocity [B, mel_dim, T] float32.
+        """
+        b, _, frames = x.shape
+        if t.ndim == 0:
+            t = t.repeat(b)
+        low = self.compute_dtype  # casts are no-ops in float32
+        temb = self.time_embed(t.float()).to(low)
+        x, mu, spks, cond = x.to(low), mu.to(low), spks.to(low), cond.to(low)
+        h = self.input_embed(x.transpose(1, 2), cond.transpose(1, 2), mu.transpose(1, 2), spks)
+        rope = self.rotary_embed(frames)
+        attn_mask = self.attention_mask(mask, frames, streaming, x.device)
+        for block in self.transformer_blocks:
+            h = block(h, temb, attn_mask, rope)
+        return self.proj_out(self.norm_out(h, temb)).transpose(1, 2).float()

@@ -1,0 +1,290 @@
+"""The DiT flow (`CausalMaskedDiffWithDiT` + `CausalConditionalCFM` + `DiT`) against the upstream goldens of
+the cosyvoice3-tiny fixture: the first estimator call and its internals, the conditioning, the 10-step mel
+of every case (full and chunk attention, final and look-ahead calls), plus shapes and strict loading."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from cosyvoice_ui.cosyvoice.checkpoint import load_strict, read_state_dict
+from cosyvoice_ui.cosyvoice.config import CFMConfig, Tagged, read_yaml
+from cosyvoice_ui.cosyvoice.models.estimators.dit import DiT, DiTConfig, apply_partial_rotary
+from cosyvoice_ui.cosyvoice.models.flow_dit import CausalMaskedDiffWithDiT, DiTFlowConfig
+from cosyvoice_ui.errors import CheckpointError
+from ..conftest import fixture_dir
+
+CASES = ["F1_zero_shot", "F2_stream_chunk0", "F3_stream_final", "F4_noprompt"]
+EST_CASES = ["F1_zero_shot", "F2_stream_chunk0"]
+# Tolerances from the fixture README (mel: 1e-3 recommended).
+ATOL = {"pre_lookahead_out": 1e-5, "mu": 1e-5, "spks": 1e-5, "cond": 0.0, "mel": 1e-3, "est0": 1e-4,
+        "est0_time_embed": 1e-5, "est0_input_embed": 1e-5, "est0_rope_freqs": 1e-5}
+ESTIMATOR_PREFIX = "decoder.estimator."
+
+
+def assert_close(actual: torch.Tensor, expected: torch.Tensor, atol: float, what: str) -> None:
+    assert actual.shape == expected.shape, f"{what}: shape {tuple(actual.shape)} != {tuple(expected.shape)}"
+    diff = (actual.float() - expected.float()).abs().max().item() if actual.numel() else 0.0
+    assert diff <= atol, f"{what}: max abs diff {diff:.3g} > {atol}"
+
+
+def flow_config(data: dict) -> DiTFlowConfig:
+    """The fixture yaml's flow section as our records (the family parser's job once it exists)."""
+    flow: Tagged = data["flow"]
+    fa = flow.args
+    dec = fa["decoder"].args
+    params = dec["cfm_params"].args["content"]
+    return DiTFlowConfig(
+        input_size=fa["input_size"], output_size=fa["output_size"], spk_embed_dim=fa["spk_embed_dim"],
+        vocab_size=fa["vocab_size"], input_frame_rate=fa["input_frame_rate"], token_mel_ratio=fa["token_mel_ratio"],
+        pre_lookahead_len=fa["pre_lookahead_len"], pre_lookahead_channels=fa["pre_lookahead_layer"].args["channels"],
+        cfm=CFMConfig(in_channels=dec["in_channels"], spk_emb_dim=dec["spk_emb_dim"], sigma_min=params["sigma_min"],
+                      t_scheduler=params["t_scheduler"], inference_cfg_rate=params["inference_cfg_rate"],
+                      estimator=DiTConfig(**dec["estimator"].args)),
+    )
+
+
+@pytest.fixture(scope="module")
+def v3_fixture() -> Path:
+    return fixture_dir("cosyvoice3-tiny")
+
+
+@pytest.fixture(scope="module")
+def cfg(v3_fixture: Path) -> DiTFlowConfig:
+    return flow_config(read_yaml(v3_fixture / "cosyvoice3.yaml"))
+
+
+@pytest.fixture(scope="module")
+def state_dict(v3_fixture: Path) -> dict[str, torch.Tensor]:
+    return read_state_dict(v3_fixture / "flow.pt")
+
+
+@pytest.fixture(scope="module")
+def flow(cfg: DiTFlowConfig, state_dict: dict[str, torch.Tensor]) -> CausalMaskedDiffWithDiT:
+    model = CausalMaskedDiffWithDiT(cfg, DiT)
+    load_strict(model, state_dict, "flow.pt")
+    return model.eval()
+
+
+@pytest.fixture(scope="module")
+def goldens(v3_fixture: Path) -> dict[str, torch.Tensor]:
+    return load_file(v3_fixture / "flow_goldens.safetensors")
+
+
+# F3 shares F1's inputs (the fixture does not repeat them); only the DiT's attention mask differs.
+FLAGS = {"F1_zero_shot": (False, True), "F2_stream_chunk0": (True, False), "F3_stream_final": (True, True),
+         "F4_noprompt": (False, True)}
+SAME_INPUTS = {"F3_stream_final": "F1_zero_shot"}
+
+
+def case_inputs(goldens: dict[str, torch.Tensor], case: str) -> tuple[torch.Tensor, ...]:
+    return tuple(goldens[f"{case}.{n}"] for n in ("token", "prompt_token", "prompt_feat", "embedding"))
+
+
+# --- the first estimator call ----------------------------------------------------------------------
+
+def est0_inputs(goldens: dict[str, torch.Tensor], case: str) -> tuple:
+    """The first DiT call as upstream made it: CFG batch of two (row 1 zeros), mask of ones."""
+    g = {n: goldens[f"{case}.{n}"] for n in ("noise", "mu", "spks", "cond", "est0_t", "est0_streaming")}
+    with_zeros = {n: torch.cat([g[n], torch.zeros_like(g[n])]) for n in ("mu", "spks", "cond")}
+    frames = g["noise"].size(2)
+    return (torch.cat([g["noise"], g["noise"]]), torch.ones(2, 1, frames), with_zeros["mu"], g["est0_t"],
+            with_zeros["spks"], with_zeros["cond"], bool(g["est0_streaming"].item()))
+
+
+@pytest.mark.parametrize("with_mask", [True, False], ids=["ones_mask", "no_mask"])
+@pytest.mark.parametrize("case", EST_CASES)
+def test_estimator_call_matches_golden(flow: CausalMaskedDiffWithDiT, goldens: dict[str, torch.Tensor], case: str,
+                                       with_mask: bool) -> None:
+    """Output and every stored internal of the first call; mask None (what our flow passes at B = 1)
+    must give the same as upstream's all-ones mask."""
+    est = flow.estimator
+    x, mask, mu, t, spks, cond, streaming = est0_inputs(goldens, case)
+    seen: dict[str, torch.Tensor] = {}
+    block0 = est.transformer_blocks[0]
+    watched = {"time_embed": est.time_embed, "input_embed": est.input_embed, "block0_attn_out": block0.attn,
+               "block0_out": block0}
+    hooks = [module.register_forward_hook(lambda m, a, o, name=name: seen.__setitem__(name, o))
+             for name, module in watched.items()]
+    try:
+        with torch.inference_mode():
+            seen["out"] = est(x, mask if with_mask else None, mu, t, spks, cond, streaming)
+    finally:
+        for h in hooks:
+            h.remove()
+    seen["rope_freqs"] = est.rotary_embed(x.size(2))
+    stored = {k.removeprefix(f"{case}.est0_") for k in goldens if k.startswith(f"{case}.est0_")}
+    outputs = stored - {"t", "streaming", "attn_mask"}  # inputs, and the mask (its own test)
+    assert outputs <= set(seen)
+    for name in outputs:
+        key = f"{case}.est0_{name}"
+        assert_close(seen[name], goldens[key], ATOL.get(f"est0_{name}", ATOL["est0"]), key)
+    assert seen["out"].dtype == torch.float32
+
+
+def test_streaming_attention_mask_matches_golden(flow: CausalMaskedDiffWithDiT,
+                                                 goldens: dict[str, torch.Tensor]) -> None:
+    golden = goldens["F2_stream_chunk0.est0_attn_mask"].bool()
+    frames = golden.size(-1)
+    ours = flow.estimator.attention_mask(torch.ones(2, 1, frames), frames, True, torch.device("cpu"))
+    assert torch.equal(ours.expand_as(golden), golden)
+    assert torch.equal(flow.estimator.attention_mask(None, frames, True, torch.device("cpu"))[0, 0], golden[0, 0])
+    assert flow.estimator.attention_mask(None, frames, False, torch.device("cpu")) is None
+
+
+def test_streaming_sees_every_left_chunk_whatever_the_config_says(cfg: DiTFlowConfig) -> None:
+    """Upstream stores num_decoding_left_chunks but passes -1 to its mask, and sizes proj_out by mel_dim."""
+    est = DiT(replace(cfg.cfm.estimator, num_decoding_left_chunks=0, out_channels=7))
+    mask = est.attention_mask(None, 120, True, torch.device("cpu"))[0, 0]
+    assert mask[119].all() and not mask[49, 50:].any()
+    assert est.proj_out.out_features == cfg.cfm.estimator.mel_dim
+    with pytest.raises(ValueError, match="long_skip_connection"):
+        DiT(replace(cfg.cfm.estimator, long_skip_connection=True))
+
+
+def test_rotary_covers_head_zero_only(flow: CausalMaskedDiffWithDiT) -> None:
+    """The quirk: RoPE rotates only the first dim_head channels of the full-width q (head 0); the other
+    heads' channels pass through untouched (position 0 has angle 0, so it is left out of the check)."""
+    est = flow.estimator
+    attn = est.transformer_blocks[0].attn
+    x = torch.randn(1, 8, est.cfg.dim, generator=torch.Generator().manual_seed(1))
+    with torch.inference_mode():
+        q = attn.to_q(x)
+        rotated = apply_partial_rotary(q, est.rotary_embed(8))
+    dh = est.cfg.dim_head
+    assert torch.equal(rotated[..., dh:], q[..., dh:])
+    assert not torch.allclose(rotated[:, 1:, :dh], q[:, 1:, :dh])
+
+
+# --- the flow ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("case", [c for c in CASES if c not in SAME_INPUTS])
+def test_conditioning_matches_golden(flow: CausalMaskedDiffWithDiT, goldens: dict[str, torch.Tensor],
+                                     case: str) -> None:
+    _, finalize = FLAGS[case]
+    c = flow.condition(*case_inputs(goldens, case), finalize=finalize)
+    assert_close(c.encoder_proj_out, goldens[f"{case}.pre_lookahead_out"], ATOL["pre_lookahead_out"],
+                 f"{case}.pre_lookahead_out")
+    for name in ("mu", "spks", "cond"):
+        assert_close(getattr(c, name), goldens[f"{case}.{name}"], ATOL[name], f"{case}.{name}")
+    assert c.mel_len1 == goldens[f"{case}.prompt_feat"].shape[1]
+    assert c.mel_len1 + c.mel_len2 == goldens[f"{case}.noise"].shape[2]
+
+
+def test_fixed_noise_is_the_golden_noise(flow: CausalMaskedDiffWithDiT, goldens: dict[str, torch.Tensor]) -> None:
+    for case in ("F1_zero_shot", "F2_stream_chunk0", "F4_noprompt"):
+        golden = goldens[f"{case}.noise"]
+        assert torch.equal(flow.decoder.initial_noise(golden.size(2), golden.device, golden.dtype), golden)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_mel_matches_golden(flow: CausalMaskedDiffWithDiT, goldens: dict[str, torch.Tensor], case: str) -> None:
+    """10 Euler steps from the fixed noise buffer, streaming and finalize as upstream ran the case."""
+    streaming, finalize = FLAGS[case]
+    mel, cache = flow.inference(*case_inputs(goldens, case), streaming=streaming, finalize=finalize)
+    assert cache is None
+    assert mel.dtype == torch.float32
+    assert_close(mel, goldens[f"{case}.mel"], ATOL["mel"], f"{case}.mel")
+
+
+def test_stream_call_1_matches_golden(flow: CausalMaskedDiffWithDiT, v3_fixture: Path) -> None:
+    """The second flow call of upstream's streamed request (stream goldens): the first 78 tokens,
+    chunk attention, last 3 tokens look-ahead only, unsliced output."""
+    s = load_file(v3_fixture / "stream_goldens.safetensors")
+    prompt = (s["S1.prompt_token"], s["S1.prompt_feat"], s["S1.embedding"])
+    mel, _ = flow.inference(s["S1.token"][:, :78], *prompt, streaming=True, finalize=False)
+    assert_close(mel, s["S1.flow_mel_1"], ATOL["mel"], "S1.flow_mel_1")
+
+
+def test_f3_inputs_are_f1s(goldens: dict[str, torch.Tensor]) -> None:
+    for a, b in zip(case_inputs(goldens, "F3_stream_final"), case_inputs(goldens, "F1_zero_shot")):
+        assert torch.equal(a, b)
+
+
+def test_chunk_attention_changes_the_mel_but_not_its_first_chunk(flow: CausalMaskedDiffWithDiT,
+                                                                 goldens: dict[str, torch.Tensor]) -> None:
+    """Streaming frames never see later chunks: the first 50-frame chunk (the prompt) is identical whatever
+    follows, and the streamed mel differs from the full-attention one."""
+    inputs = case_inputs(goldens, "F1_zero_shot")
+    c = flow.condition(*inputs)
+    with torch.inference_mode():
+        full = flow.decoder(c.mu, c.spks, c.cond, n_timesteps=2)
+        stream = flow.decoder(c.mu, c.spks, c.cond, n_timesteps=2, streaming=True)
+        short = flow.decoder(c.mu[:, :, :60], c.spks, c.cond[:, :, :60], n_timesteps=2, streaming=True)
+    chunk = flow.estimator.cfg.static_chunk_size
+    # Equal up to float rounding (other lengths take other kernel blockings).
+    assert_close(stream[:, :, :chunk], short[:, :, :chunk], 1e-5, "first chunk")
+    assert (full - stream).abs().max() > 1e-3
+
+
+# --- shapes, inputs and loading ---------------------------------------------------------------------
+
+def test_shapes_and_lengths(flow: CausalMaskedDiffWithDiT) -> None:
+    r, look = flow.cfg.token_mel_ratio, flow.cfg.pre_lookahead_len
+    emb = torch.randn(1, flow.cfg.spk_embed_dim, generator=torch.Generator().manual_seed(3))
+    token = torch.arange(10, dtype=torch.int32).unsqueeze(0)
+    prompt_token = torch.arange(4, dtype=torch.int32).unsqueeze(0)
+    prompt_feat = torch.zeros(1, r * 4, flow.cfg.output_size)
+    final, _ = flow.inference(token, prompt_token, prompt_feat, emb, n_timesteps=1)
+    partial, _ = flow.inference(token, prompt_token, prompt_feat, emb, streaming=True, finalize=False,
+                                n_timesteps=1)
+    assert final.shape == (1, flow.cfg.output_size, flow.generated_frames(10)) == (1, 80, r * 10)
+    assert partial.shape == (1, 80, flow.generated_frames(10, finalize=False)) == (1, 80, r * (10 - look))
+    est = flow.estimator
+    with torch.inference_mode():
+        v = est(torch.zeros(2, 80, 7), None, torch.zeros(2, 80, 7), torch.zeros(2), torch.zeros(2, 80),
+                torch.zeros(2, 80, 7))
+    assert v.shape == (2, est.cfg.mel_dim, 7)
+
+
+def test_bad_inputs_are_rejected(flow: CausalMaskedDiffWithDiT, goldens: dict[str, torch.Tensor]) -> None:
+    token, prompt_token, prompt_feat, emb = case_inputs(goldens, "F1_zero_shot")
+    with pytest.raises(ValueError, match="T2"):
+        flow.inference(token[:, :0], prompt_token, prompt_feat, emb)
+    with pytest.raises(ValueError, match="look-ahead"):
+        flow.inference(token[:, :3], prompt_token, prompt_feat, emb, finalize=False)
+    with pytest.raises(ValueError, match="mel frames per prompt token"):
+        flow.inference(token, prompt_token, prompt_feat[:, :-1], emb)
+    with pytest.raises(ValueError, match="shape of mu"):
+        flow.inference(token, prompt_token, prompt_feat, emb, noise=torch.zeros(1, 80, 3))
+
+
+def test_official_keys_load_strictly(cfg: DiTFlowConfig, state_dict: dict[str, torch.Tensor]) -> None:
+    model = CausalMaskedDiffWithDiT(cfg, DiT)
+    assert set(model.state_dict()) == set(state_dict)
+    model.load_state_dict(state_dict, strict=True)
+    assert "decoder.estimator.rotary_embed.inv_freq" in state_dict  # a persistent buffer upstream
+    assert not any("rand_noise" in k for k in model.state_dict())  # the fixed noise is not in flow.pt
+    broken = dict(state_dict)
+    broken.pop(ESTIMATOR_PREFIX + "proj_out.bias")
+    with pytest.raises(CheckpointError, match="proj_out.bias"):
+        load_strict(CausalMaskedDiffWithDiT(cfg, DiT), broken, "flow.pt")
+
+
+# --- fast mode ----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("matmul_attention", [False, True], ids=["sdpa", "matmul"])
+def test_bf16_estimator_stays_near_float32(cfg: DiTFlowConfig, state_dict: dict[str, torch.Tensor],
+                                           goldens: dict[str, torch.Tensor], matmul_attention: bool) -> None:
+    """`to_bf16` (what fast mode calls on any estimator): float32 in and out, time embedding and rotary
+    angles kept float32, output within bf16 rounding of the golden call (streaming mask included)."""
+    model = CausalMaskedDiffWithDiT(cfg, DiT)
+    load_strict(model, state_dict, "flow.pt")
+    est = model.eval().estimator
+    est.to_bf16(matmul_attention=matmul_attention)
+    assert est.time_embed.time_mlp[0].weight.dtype == torch.float32
+    assert est.rotary_embed.inv_freq.dtype == torch.float32
+    assert est.proj_out.weight.dtype == torch.bfloat16
+    for case in EST_CASES:
+        x, _, mu, t, spks, cond, streaming = est0_inputs(goldens, case)
+        with torch.inference_mode():
+            out = est(x, None, mu, t, spks, cond, streaming)
+        golden = goldens[f"{case}.est0_out"]
+        assert out.dtype == torch.float32
+        scale = golden.abs().max().item()
+        assert_close(out, golden, 0.02 * scale, f"{case}.est0_out (bf16)")  # measured 0.007·scale
+
