@@ -18,7 +18,7 @@ from cosyvoice_ui.cosyvoice.config import HiFTConfig, parse_v1, read_yaml
 from cosyvoice_ui.errors import CheckpointError
 from cosyvoice_ui.cosyvoice.families import V1
 from cosyvoice_ui.cosyvoice.models.hift import HiFTGenerator, unfold_weight_norm, weight_norm_names
-from cosyvoice_ui.cosyvoice.models.nsf import NSFNoise, SineGen, SineGen2, SourceModuleHnNSF
+from cosyvoice_ui.cosyvoice.models.nsf import NSFNoise, SineGen, SourceModuleHnNSF
 from cosyvoice_ui.cosyvoice.registry import backend_for
 
 # (case, seed of the manifest's noise_recipe)
@@ -306,12 +306,6 @@ def test_source_is_sine_when_voiced_and_noise_when_unvoiced() -> None:
     expected = torch.tanh(0.1 * torch.sin(2 * math.pi * 220.0 * t / 22050))
     assert_close(out[0, 0, :n], expected, 1e-4, "voiced sine")
     assert float(out[0, 0, n:].abs().max()) == 0.0
-
-
-def test_24khz_source_is_not_implemented_yet() -> None:
-    model = HiFTGenerator(tiny_config(sampling_rate=24000), SineGen2)
-    with pytest.raises(NotImplementedError, match="SineGen2"):
-        model.source(torch.full((1, 2), 100.0))
 
 
 def test_set_conv_dtype_keeps_shapes_and_float32_around_the_convolutions() -> None:

@@ -1,12 +1,17 @@
 """Frozen hyperparameter records built from an official yaml; the models take these, never the yaml.
 
-The records are v1's (CosyVoice-300M); a family with other modules (v2's causal flow, v3's DiT) adds
-its own records next to these, and its parser builds them (see `config/v1.py`).
+The records are v1's (CosyVoice-300M) and the parts the later generations share; the Qwen2-LM generations'
+own records (their LLM, causal and DiT flows, the chunking) are in `hyperparameters_qwen.py`, and each
+family's parser builds its records (see `config/v1.py`, `v2.py`, `v3.py`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .hyperparameters_qwen import CausalFlowConfig, ChunkingConfig, DiTConfig, DiTFlowConfig, QwenLMConfig
 
 
 @dataclass(frozen=True)
@@ -71,7 +76,7 @@ class CFMConfig:
     sigma_min: float
     t_scheduler: str
     inference_cfg_rate: float
-    estimator: EstimatorConfig
+    estimator: EstimatorConfig | DiTConfig  # the U-Net's (v1, v2's causal one) or the DiT's (v3)
     n_timesteps: int = 10  # upstream passes 10 from flow.inference; not in the yaml
 
 
@@ -110,6 +115,8 @@ class HiFTConfig:
     audio_limit: float
     f0_in_channels: int
     f0_cond_channels: int
+    conv_pre_look_right: int = 0  # frames of right context of the causal vocoder's conv_pre (v3: 4)
+    f0_predictor_class: str = ""  # the yaml's F0 predictor class path (the causal vocoder has a causal one)
 
 
 @dataclass(frozen=True)
@@ -135,8 +142,9 @@ class ModelConfig:
     flow_class: str
     estimator_class: str
     hift_class: str
-    llm: LLMConfig
-    flow: FlowConfig
+    llm: LLMConfig | QwenLMConfig
+    flow: FlowConfig | CausalFlowConfig | DiTFlowConfig
     hift: HiFTConfig
     mel: MelConfig
-    tokenizer: dict  # the get_tokenizer arguments (e.g. multilingual, num_languages)
+    tokenizer: dict  # the get_tokenizer arguments (v1: multilingual, num_languages; v2/v3: version, ...)
+    chunking: ChunkingConfig | None = None  # token/mel framing and streaming chunk (the Qwen2-LM generations)

@@ -12,7 +12,9 @@ Weight norm: upstream's convs are weight-normed (g, v pairs in hift.pt); ours ar
 loader folds the pairs into `.weight` once (checkpoint.fold_weight_norm). `weight_norm_names` and
 `unfold_weight_norm` go the other way, for writing test checkpoints in the official layout.
 
-Not here: the v3 causal vocoder (`CausalHiFTGenerator`), streaming cross-fades (streaming.py).
+The number of up-sampling stages follows the config (v1: 2, 24 kHz: 3); the v3 causal vocoder
+(`hift_causal.CausalHiFTGenerator`) reuses this class through its layer builders (`_make_*`).
+Not here: streaming cross-fades (streaming.py).
 HiFT runs in float32 (upstream never casts it to fp16: the phase cumsum needs the precision).
 """
 
@@ -27,6 +29,7 @@ from torch import nn
 
 from ..checkpoint import StateDict
 from ..config import HiFTConfig
+from .causal_conv import CausalConv1d
 from .nsf import NSFNoise, SineGen, SineGen2, SourceModuleHnNSF
 
 log = logging.getLogger(__name__)
@@ -50,15 +53,19 @@ class Snake(nn.Module):
 
 class ResBlock(nn.Module):
     """HiFi-GAN/BigVGAN residual block with Snake: for each dilation d,
-    x += conv2(snake2(conv1_d(snake1(x)))). Length-preserving ("same" padding). [B, C, L] → [B, C, L]."""
+    x += conv2(snake2(conv1_d(snake1(x)))). Length-preserving: "same" padding, or left (causal) padding
+    when `causal` (the v3 vocoder). [B, C, L] → [B, C, L]."""
 
-    def __init__(self, channels: int, kernel_size: int, dilations: tuple[int, ...]) -> None:
+    def __init__(self, channels: int, kernel_size: int, dilations: tuple[int, ...], causal: bool = False) -> None:
         super().__init__()
-        self.convs1 = nn.ModuleList(
-            nn.Conv1d(channels, channels, kernel_size, dilation=d, padding=_same_padding(kernel_size, d))
-            for d in dilations)
-        self.convs2 = nn.ModuleList(
-            nn.Conv1d(channels, channels, kernel_size, padding=_same_padding(kernel_size)) for _ in dilations)
+
+        def conv(d: int) -> nn.Conv1d:
+            if causal:
+                return CausalConv1d(channels, channels, kernel_size, dilation=d)
+            return nn.Conv1d(channels, channels, kernel_size, dilation=d, padding=_same_padding(kernel_size, d))
+
+        self.convs1 = nn.ModuleList(conv(d) for d in dilations)
+        self.convs2 = nn.ModuleList(conv(1) for _ in dilations)
         self.activations1 = nn.ModuleList(Snake(channels) for _ in dilations)
         self.activations2 = nn.ModuleList(Snake(channels) for _ in dilations)
 
@@ -87,12 +94,12 @@ class ConvRNNF0Predictor(nn.Module):
 
 
 class HiFTGenerator(nn.Module):
-    """The non-causal HiFT vocoder of CosyVoice v1 (and, once SineGen2 exists, v2).
+    """The non-causal HiFT vocoder of CosyVoice v1 and v2.
 
     Does: f0 prediction, NSF source generation (random, from a caller's generator), decoding a mel
     plus a source into a waveform, and the streaming source-cache overwrite. Does not: cross-fade
     chunks, keep any state between calls, seed any RNG, or choose its sine generator (the registry
-    passes the family's class: `SineGen` for v1).
+    passes the family's class: `SineGen` for v1, `SineGen2` for v2).
     """
 
     def __init__(self, cfg: HiFTConfig, sine_generator: type[SineGen | SineGen2]) -> None:
@@ -101,31 +108,30 @@ class HiFTGenerator(nn.Module):
         n_fft, hop = cfg.istft_n_fft, cfg.istft_hop
         self.upsample_factor = math.prod(cfg.upsample_rates) * hop  # U
         self.num_kernels = len(cfg.resblock_kernel_sizes)
-        self.f0_predictor = ConvRNNF0Predictor(cfg.f0_in_channels, cfg.f0_cond_channels)
+        self.f0_predictor = self._make_f0_predictor(cfg)
         self.m_source = SourceModuleHnNSF(sine_generator(cfg.sampling_rate, cfg.nb_harmonics, cfg.nsf_alpha,
-                                                         cfg.nsf_sigma, cfg.nsf_voiced_threshold))
-        self.conv_pre = nn.Conv1d(cfg.in_channels, cfg.base_channels, 7, padding=3)
+                                                         cfg.nsf_sigma, cfg.nsf_voiced_threshold,
+                                                         upsample_scale=self.upsample_factor))
+        self.conv_pre = self._make_conv_pre(cfg.in_channels, cfg.base_channels)
 
         stage_channels = [cfg.base_channels // 2 ** (i + 1) for i in range(len(cfg.upsample_rates))]
         self.ups = nn.ModuleList(
-            nn.ConvTranspose1d(cfg.base_channels // 2**i, c, k, u, padding=(k - u) // 2)
+            self._make_up(cfg.base_channels // 2**i, c, k, u)
             for i, (c, u, k) in enumerate(zip(stage_channels, cfg.upsample_rates, cfg.upsample_kernel_sizes)))
 
         # The source STFT runs at the last stage's rate; stage i sees it down-sampled by the product of
-        # the later stages' up-sampling rates (v1: 8 for stage 0, 1 for stage 1).
+        # the later stages' up-sampling rates (v1: 8 for stage 0, 1 for stage 1; 24 kHz: 15, 3, 1).
         self.source_downs = nn.ModuleList()
         self.source_resblocks = nn.ModuleList()
         for i, (c, k, d) in enumerate(zip(stage_channels, cfg.source_resblock_kernel_sizes,
                                           cfg.source_resblock_dilation_sizes)):
-            r = math.prod(cfg.upsample_rates[i + 1:])
-            down = nn.Conv1d(n_fft + 2, c, 1) if r == 1 else nn.Conv1d(n_fft + 2, c, 2 * r, r, padding=r // 2)
-            self.source_downs.append(down)
-            self.source_resblocks.append(ResBlock(c, k, d))
+            self.source_downs.append(self._make_source_down(n_fft + 2, c, math.prod(cfg.upsample_rates[i + 1:])))
+            self.source_resblocks.append(ResBlock(c, k, d, causal=self.causal))
 
         self.resblocks = nn.ModuleList(
-            ResBlock(c, k, d) for c in stage_channels
+            ResBlock(c, k, d, causal=self.causal) for c in stage_channels
             for k, d in zip(cfg.resblock_kernel_sizes, cfg.resblock_dilation_sizes))
-        self.conv_post = nn.Conv1d(stage_channels[-1], n_fft + 2, 7, padding=3)
+        self.conv_post = self._make_conv_post(stage_channels[-1], n_fft + 2)
         # Periodic Hann (scipy's get_window("hann", fftbins=True)); computed in float64 like scipy,
         # then cast. Not a checkpoint entry, hence non-persistent.
         window = torch.hann_window(n_fft, periodic=True, dtype=torch.float64).float()
@@ -133,6 +139,24 @@ class HiFTGenerator(nn.Module):
         # dtype of the convolution stack in `decode_to_spectrum` (`set_conv_dtype`). f0, the source and
         # the STFTs always run in float32.
         self.decode_dtype = torch.float32
+
+    # Layer builders: the causal vocoder (hift_causal.py) overrides them; same keys, other padding.
+    causal = False
+
+    def _make_f0_predictor(self, cfg: HiFTConfig) -> nn.Module:
+        return ConvRNNF0Predictor(cfg.f0_in_channels, cfg.f0_cond_channels)
+
+    def _make_conv_pre(self, c_in: int, c_out: int) -> nn.Module:
+        return nn.Conv1d(c_in, c_out, 7, padding=3)
+
+    def _make_up(self, c_in: int, c_out: int, kernel: int, rate: int) -> nn.Module:
+        return nn.ConvTranspose1d(c_in, c_out, kernel, rate, padding=(kernel - rate) // 2)
+
+    def _make_source_down(self, c_in: int, c_out: int, rate: int) -> nn.Module:
+        return nn.Conv1d(c_in, c_out, 1) if rate == 1 else nn.Conv1d(c_in, c_out, 2 * rate, rate, padding=rate // 2)
+
+    def _make_conv_post(self, c_in: int, c_out: int) -> nn.Module:
+        return nn.Conv1d(c_in, c_out, 7, padding=3)
 
     # The convolution stack `set_conv_dtype` converts: everything between the source STFT and the iSTFT.
     CONV_STACK = ("conv_pre", "ups", "source_downs", "source_resblocks", "resblocks", "conv_post")
@@ -158,14 +182,14 @@ class HiFTGenerator(nn.Module):
                noise: NSFNoise | None = None) -> torch.Tensor:
         """f0: [B, T] Hz → NSF excitation [B, 1, T*U].
 
-        Randomness comes from `generator` (drawn in upstream's order, see `NSFNoise.draw`; the
+        Randomness comes from `generator` (drawn in upstream's order by the sine generator's `draw`; the
         global RNG when None), or from explicit draws `noise` (phase [B, H, 1], sine [B, H, T*U]).
         """
         # Nearest up-sampling through interpolate, as upstream's nn.Upsample does: for rates that
         # are not powers of two its index rounding can differ from a plain repeat.
         f0_up = F.interpolate(f0.unsqueeze(1), scale_factor=float(self.upsample_factor), mode="nearest")
         if noise is None:
-            noise = NSFNoise.draw(f0_up.size(0), self.m_source.harmonics, f0_up.size(-1), generator, f0.device)
+            noise = self.m_source.l_sin_gen.draw(f0_up.size(0), f0_up.size(-1), generator, f0.device)
         expected = (f0_up.size(0), self.m_source.harmonics, f0_up.size(-1))
         assert tuple(noise.sine.shape) == expected, f"sine noise {tuple(noise.sine.shape)} != {expected}"
         return self.m_source(f0_up, noise)
@@ -189,7 +213,11 @@ class HiFTGenerator(nn.Module):
         (rows :K are log-magnitudes, rows K: pass through sin() to give the phase)."""
         low = self.decode_dtype
         s_stft = self._stft(source).to(low)  # no-ops in float32
-        x = self.conv_pre(mel.to(low))
+        return self._fuse_stages(self.conv_pre(mel.to(low)), s_stft)
+
+    def _fuse_stages(self, x: torch.Tensor, s_stft: torch.Tensor) -> torch.Tensor:
+        """conv_pre output [B, C, T] + source STFT [B, 2K, F] (in `decode_dtype`) → conv_post output
+        [B, 2K, F] float32: the up-sampling stages with source fusion and resblock averaging."""
         last = len(self.ups) - 1
         for i, up in enumerate(self.ups):
             x = up(F.leaky_relu(x, self.cfg.lrelu_slope))
