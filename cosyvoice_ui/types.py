@@ -135,6 +135,16 @@ class Precision:
 
 
 @dataclass(frozen=True)
+class Instruction:
+    """A known-good style instruction of a model family, offered by the instruct tab's picker and /v1/models."""
+
+    category: str  # "dialect" | "emotion" | "rate" | "volume" | "style"
+    zh: str  # its name in Chinese, e.g. "四川话"
+    en: str  # its name in English, e.g. "Sichuanese"
+    text: str  # the instruction the model reads (recipes add `<|endofprompt|>` and any system prompt)
+
+
+@dataclass(frozen=True)
 class EngineInfo:
     """What a loaded backend can do; the UI and API adapt to this instead of checking types."""
 
@@ -158,6 +168,13 @@ class EngineInfo:
     languages: tuple[str, ...] = ()  # languages it speaks, where it is limited (empty: the model's own)
     precision: Precision | None = None  # None: no precision switch (offline, remote)
     backend: str = ""  # what runs it, e.g. "kokoro-82m-int8-onnx", "espeak-ng", "remote http://host:7860"
+    instructions: tuple[Instruction, ...] = ()  # the family's known-good instructions (instruct mode)
+    text_tags: tuple[str, ...] = ()  # inline tags the model was trained on, e.g. "[breath]", "<strong></strong>"
+    pronunciation: tuple[str, ...] = ()  # inline pronunciation hints it reads: "pinyin" ([j][ǐ]), "cmu" ([R][EH1][D])
+    text_caveats: tuple[str, ...] = ()  # known text limits the UI warns about: "ja_kanji" (kana right, kanji maybe not)
+    # True: instruct mode takes a voice (recording or saved voice) like zero-shot (CosyVoice2/3's instruct2);
+    # False: it takes a preset speaker (CosyVoice-300M-Instruct).
+    instruct_voice: bool = False
 
     def supports(self, mode: Mode) -> bool:
         return mode in self.modes

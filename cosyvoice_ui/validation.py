@@ -99,13 +99,14 @@ def check_request(request: SynthesisRequest, info: EngineInfo | None, max_text_c
                              f"{', '.join(VOICE_MATCH_LEVELS)}", value=request.voice_match)
     if mode is not Mode.VC:
         check_text(request.text, max_text_chars)
-    if mode in (Mode.SFT, Mode.INSTRUCT) and info is not None:
+    instruct_voice = info is not None and info.instruct_voice
+    if (mode is Mode.SFT or (mode is Mode.INSTRUCT and not instruct_voice)) and info is not None:
         # Preset speakers only: a backend whose saved voices work as presets lists them in info.speakers.
         check_speaker(request.speaker, info, needs)
     if mode is Mode.INSTRUCT and not request.instruct_text.replace(END_OF_PROMPT, "").strip():
         raise InvalidRequest("instruct_missing", f"describe the speaking style in the instruct text, e.g. "
                              f"\"{instruct_example}\"")
-    if mode in (Mode.ZERO_SHOT, Mode.CROSS_LINGUAL, Mode.VC):
+    if mode in (Mode.ZERO_SHOT, Mode.CROSS_LINGUAL, Mode.VC) or (mode is Mode.INSTRUCT and instruct_voice):
         if request.speaker and request.prompt_audio is None:
             if request.speaker not in saved_voices:
                 raise InvalidRequest("voice_unknown", f"there is no saved voice {request.speaker!r}; saved voices: "

@@ -59,3 +59,15 @@ def tiny_instruct(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny random CosyVoice-300M-Instruct folder."""
     return _tiny(tmp_path_factory, "tiny-instruct", instruct=True)
 
+
+
+@pytest.fixture(scope="session")
+def tiny_v2(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random CosyVoice2-0.5B folder (with 7 preset speakers in spk2info.pt)."""
+    return _tiny(tmp_path_factory, "tiny-v2", family="v2", sft=True)
+
+
+@pytest.fixture(scope="session")
+def tiny_v3(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random Fun-CosyVoice3-0.5B folder (no preset speakers)."""
+    return _tiny(tmp_path_factory, "tiny-v3", family="v3")

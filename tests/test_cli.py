@@ -81,31 +81,68 @@ def test_bad_requests_exit_2_with_a_message(tiny_base: Path, wavs, tmp_path: Pat
     assert code == 2 and "does not exist" in capsys.readouterr().err
 
 
-def test_parity_command_passes_on_the_fixture(capsys) -> None:
-    folder = fixture_dir("cosyvoice1-tiny")
-    assert main(["parity", str(folder)]) == 0
+# fixture → (at least this many stages, the stage groups its table must show)
+PARITY_FIXTURES = {
+    "cosyvoice1-tiny": (62, ("frontend", "tokenizer", "llm", "flow", "hift", "streaming")),
+    "cosyvoice2-tiny": (54, ("frontend", "llm", "flow", "hift")),
+    "cosyvoice3-tiny": (77, ("frontend", "llm", "flow", "hift", "stream")),
+}
+
+
+def _stage_count(last_line: str) -> int:
+    return int(last_line.split("(")[1].split()[0])
+
+
+@pytest.mark.parametrize("name", sorted(PARITY_FIXTURES))
+def test_parity_command_passes_on_the_fixture(name: str, capsys) -> None:
+    minimum, groups = PARITY_FIXTURES[name]
+    assert main(["parity", str(fixture_dir(name))]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
-    assert lines[-1].startswith("parity: PASS (") and int(lines[-1].split("(")[1].split()[0]) >= 60
+    assert lines[-1].startswith("parity: PASS (") and _stage_count(lines[-1]) >= minimum
+    rows = lines[1:-1]
+    assert len(rows) == _stage_count(lines[-1]) and all(row.rstrip().endswith("yes") or "yes  (" in row for row in rows)
+    assert {row.split()[0] for row in rows} == set(groups)  # every golden group ran, none crashed as a whole
 
 
-def test_parity_command_fails_on_altered_weights(tmp_path: Path, capsys) -> None:
-    folder = fixture_dir("cosyvoice1-tiny")
+def test_every_family_the_registry_runs_has_a_parity_run() -> None:
+    from cosyvoice_ui.cosyvoice.parity import RUNS
+    from cosyvoice_ui.cosyvoice.registry import BACKENDS
+
+    assert set(RUNS) == set(BACKENDS)
+
+
+def _alter(folder: Path, file: str, suffix: str) -> None:
+    weights = torch.load(folder / file, weights_only=True)
+    key = next(k for k in weights if k.endswith(suffix))
+    weights[key] = weights[key] * 1.01
+    torch.save(weights, folder / file)
+
+
+@pytest.mark.parametrize("name,file,suffix,groups", [
+    ("cosyvoice1-tiny", "flow.pt", "encoder_proj.weight", ("flow", "streaming")),
+    ("cosyvoice2-tiny", "flow.pt", "encoder_proj.weight", ("flow",)),
+    ("cosyvoice2-tiny", "hift.pt", "conv_post.parametrizations.weight.original0", ("hift",)),  # g: v is normalised
+    ("cosyvoice3-tiny", "llm.pt", "llm_decoder.weight", ("llm",)),
+])
+def test_parity_command_fails_on_altered_weights(name: str, file: str, suffix: str, groups: tuple[str, ...],
+                                                 tmp_path: Path, capsys) -> None:
     altered = tmp_path / "altered"
-    shutil.copytree(folder, altered)
-    flow = torch.load(altered / "flow.pt", weights_only=True)
-    key = next(k for k in flow if k.endswith("encoder_proj.weight"))
-    flow[key] = flow[key] * 1.01
-    torch.save(flow, altered / "flow.pt")
+    shutil.copytree(fixture_dir(name), altered)
+    _alter(altered, file, suffix)
     assert main(["parity", str(altered)]) == 1
-    out = capsys.readouterr().out
-    assert "parity: FAIL (" in out.strip().splitlines()[-1]
-    assert any("flow" in line and line.rstrip().endswith("NO") for line in out.splitlines())
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[-1].startswith("parity: FAIL (")
+    failed = [line for line in lines[1:-1] if " NO" in line]
+    assert failed and all(line.startswith(groups) for line in failed)  # only stages that use the altered part
+    assert any(line.startswith(groups[0]) for line in failed)
 
 
-def test_parity_refuses_other_generations(capsys) -> None:
-    folder = fixture_dir("cosyvoice2-tiny")
-    assert main(["parity", str(folder)]) == 2
-    assert "CosyVoice-300M" in capsys.readouterr().err
+def test_parity_refuses_a_folder_that_is_no_cosyvoice_fixture(tmp_path: Path, tiny_base: Path, capsys) -> None:
+    assert main(["parity", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "no model yaml" in err and "CosyVoice-300M" in err and "CosyVoice2-0.5B" in err
+    assert main(["parity", str(tiny_base)]) == 2  # a model folder, but no goldens
+    assert "manifest.json" in capsys.readouterr().err
 
 
 def test_download_offline_fails_fast_with_manual_steps(tmp_path: Path, monkeypatch, capsys) -> None:

@@ -3,6 +3,7 @@ family data the rest of the package reads, and the registry that maps each famil
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -60,7 +61,7 @@ def test_missing_weight_names_the_file(tmp_path: Path, tiny_base: Path) -> None:
 
 def test_v2_and_mixed_folders_are_explained(tmp_path: Path) -> None:
     (tmp_path / "cosyvoice2.yaml").write_text("x: 1")
-    with pytest.raises(ConfigError, match="CosyVoice2-0.5B folder"):
+    with pytest.raises(CheckpointError, match=r"missing llm\.pt.*CosyVoice-BlankEN/config\.json"):
         detect(tmp_path)
     (tmp_path / "cosyvoice.yaml").write_text("x: 1")
     with pytest.raises(ConfigError, match="several generations"):
@@ -75,7 +76,7 @@ def test_mode_hints_name_checkpoints_of_families_this_engine_runs() -> None:
 
 
 def test_family_facts() -> None:
-    assert [f.name for f in FAMILIES] == ["v1", "v2", "v3"] and SUPPORTED == (V1,)
+    assert [f.name for f in FAMILIES] == ["v1", "v2", "v3"] and SUPPORTED == (V1, V2, V3)
     assert V1.mel_rate == 22050 / 256 and V2.mel_rate == V3.mel_rate == 50.0
     assert V1.token_rate == 50 and V2.token_rate == V3.token_rate == 25
     for family in FAMILIES:
@@ -91,7 +92,7 @@ def test_is_model_folder_and_folder_family(tmp_path: Path, tiny_base: Path) -> N
     v2 = tmp_path / "v2"
     v2.mkdir()
     (v2 / V2.yaml_name).write_text("x: 1")
-    assert is_model_folder(v2) and not is_model_folder(v2, supported_only=True) and folder_family(v2) is V2
+    assert is_model_folder(v2) and is_model_folder(v2, supported_only=True) and folder_family(v2) is V2
     mixed = tmp_path / "mixed"
     mixed.mkdir()
     for family in (V1, V3):
@@ -111,7 +112,7 @@ def test_folder_info_reads_the_family(tiny_instruct: Path, tiny_sft: Path) -> No
 
 def test_catalogue_lists_every_family_checkpoint() -> None:
     assert [e.name for e in CATALOGUE] == [c.name for f in FAMILIES for c in f.checkpoints]
-    assert {e.name for e in CATALOGUE if e.supported} == {c.name for c in V1.checkpoints}
+    assert {e.name for e in CATALOGUE if e.supported} == {c.name for f in SUPPORTED for c in f.checkpoints}
     assert CATALOGUE[0].name == "CosyVoice-300M" and CATALOGUE[0].family is V1
 
 
@@ -121,8 +122,9 @@ def test_registry_covers_exactly_the_supported_families() -> None:
     assert set(BACKENDS) == set(SUPPORTED)
     for family, backend in BACKENDS.items():
         assert backend.family is family
-    with pytest.raises(ConfigError, match="no CosyVoice2-0.5B models yet"):
-        backend_for(V2)
+    assert backend_for(V2).family is V2 and backend_for(V3).family is V3
+    with pytest.raises(ConfigError, match="no CosyVoice9 models yet"):
+        backend_for(replace(V1, title="CosyVoice9"))
 
 
 def test_registry_builds_v1_from_its_parts(v1_fixture: Path) -> None:

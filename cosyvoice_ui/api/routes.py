@@ -34,8 +34,8 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from .errors import add_error_handlers, validation_error
-from .schemas import (ErrorBody, ModelList, ModelRecord, SpeechBody, SpeechVoiceList, TTSBody, TTSResult, VoiceBody,
-                      VoiceList, VoiceRecord)
+from .schemas import (ErrorBody, InstructionRecord, ModelList, ModelRecord, SpeechBody, SpeechVoiceList, TTSBody,
+                      TTSResult, VoiceBody, VoiceList, VoiceRecord)
 from .security import Guard, UploadLimit
 from .service import ApiService, Finished, Prepared
 from .stream import audio_body, guarded, sse_body
@@ -44,6 +44,7 @@ from ..errors import InvalidRequest
 from ..serving.manager import ModelManager
 from ..settings import Settings
 from ..serving.voices import SavedVoice
+from ..types import Mode
 
 log = logging.getLogger(__name__)
 
@@ -277,9 +278,20 @@ def models(service: Service):
     return ModelList(data=[ModelRecord(
         id=info.name, name=info.name, family=info.family, sample_rate=info.sample_rate,
         modes=[m.value for m in info.modes], speakers=list(info.speakers),
-        instruct_examples=list(info.instruct_examples), streaming=info.streaming, device=info.device,
+        instruct_examples=list(info.instruct_examples), **_capabilities(info), streaming=info.streaming,
+        device=info.device,
         notes=info.notes, loaded=service.manager.loaded is not None, saved_voices=list(service.library.ids()),
         default_voice=_ref_dict(service.default_voice(info)), accepted_model_names=list(service.model_names(info)))])
+
+
+def _capabilities(info) -> dict:
+    """What the model's text and instruct mode accept (ModelRecord fields)."""
+    instruct = Mode.INSTRUCT in info.modes
+    return dict(instructions=[InstructionRecord(category=i.category, label_zh=i.zh, label_en=i.en, text=i.text)
+                              for i in info.instructions],
+                instruct_needs=("voice" if info.instruct_voice else "preset") if instruct else None,
+                text_tags=list(info.text_tags), pronunciation=list(info.pronunciation),
+                text_caveats=list(info.text_caveats))
 
 
 @probe_routes.get("/health", summary="Model state (loaded/unloaded/loading), device, memory, queue")

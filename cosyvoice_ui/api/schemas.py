@@ -99,6 +99,13 @@ class VoiceList(BaseModel):
     data: list[VoiceRecord]
 
 
+class InstructionRecord(BaseModel):
+    category: str = Field(description="dialect, emotion, rate, volume or style")
+    label_zh: str
+    label_en: str
+    text: str = Field(description="send it as `instructions` (or `instruct_text`); the server adds <|endofprompt|>")
+
+
 class ModelRecord(BaseModel):
     id: str
     object: str = "model"
@@ -110,6 +117,15 @@ class ModelRecord(BaseModel):
     modes: list[str]
     speakers: list[str]
     instruct_examples: list[str]
+    instructions: list[InstructionRecord] = Field(default_factory=list, description="the model's known-good "
+                                                  "instructions (free text works too)")
+    instruct_needs: str | None = Field(None, description="what instruct mode speaks with: \"preset\" (a preset "
+                                       "speaker), \"voice\" (a saved or uploaded voice), null (no instruct mode)")
+    text_tags: list[str] = Field(default_factory=list, description="inline tags the text may carry, e.g. [breath]")
+    pronunciation: list[str] = Field(default_factory=list, description="inline pronunciation hints it reads: "
+                                     "pinyin ([j][ǐ]), cmu ([R][EH1][D])")
+    text_caveats: list[str] = Field(default_factory=list, description="known text limits, e.g. ja_kanji: "
+                                    "Japanese kanji may get Chinese readings (write kana)")
     streaming: bool
     device: str
     notes: str

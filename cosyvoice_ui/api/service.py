@@ -106,6 +106,12 @@ class Finished:
     cached: bool
 
 
+def instruct_takes_voice(info: EngineInfo | None) -> bool:
+    """Whether the model's instruct mode speaks in a given voice (a recording or saved voice, instruct2)
+    rather than with a preset speaker."""
+    return bool(info and info.instruct_voice and Mode.INSTRUCT in info.modes)
+
+
 class ApiService:
     """Request building, validation, queueing, caching and saved voices for the REST API.
 
@@ -143,9 +149,9 @@ class ApiService:
                                   size_mb=round(len(data) / 2**20, 1), limit_mb=self.settings.max_upload_mb)
         return audio_utils.read_audio(data, what=what)
 
-    def saved_voice(self, voice_id: str, mode: Mode) -> SavedVoice:
+    def saved_voice(self, voice_id: str, mode: Mode, info: EngineInfo | None = None) -> SavedVoice:
         voice = self.library.require(voice_id)
-        if mode not in VOICE_MODES:
+        if mode not in VOICE_MODES and not (mode is Mode.INSTRUCT and instruct_takes_voice(info)):
             raise InvalidRequest("voice_mode", f"saved voices work in zero_shot, cross_lingual and vc modes, not "
                                  f"{mode.value}; for {mode.value} choose a preset speaker (GET /v1/models)",
                                  mode=mode.value)
@@ -165,11 +171,14 @@ class ApiService:
             except ValueError as exc:
                 raise InvalidRequest("mode_unknown", str(exc), mode=body.mode) from None
         else:
-            mode = infer_mode(source=bool(body.source_audio), voice=voice is not None or bool(body.prompt_audio),
+            cloned = voice is not None or bool(body.prompt_audio)
+            mode = infer_mode(source=bool(body.source_audio), voice=cloned,
                               transcript=bool(body.prompt_text.strip() or (voice and voice.transcript)),
                               instruct=bool(body.instruct_text.strip()))
+            if cloned and body.instruct_text.strip() and instruct_takes_voice(info) and not body.source_audio:
+                mode = Mode.INSTRUCT  # instruct2: the style text, spoken in the given voice
         if voice is not None:
-            self.saved_voice(voice.id, mode)
+            self.saved_voice(voice.id, mode, info)
         request = SynthesisRequest(
             mode=mode, text=body.text, prompt_audio=self.decode_audio(body.prompt_audio, "prompt_audio"),
             prompt_text=body.prompt_text, instruct_text=body.instruct_text,
@@ -192,14 +201,22 @@ class ApiService:
         ref = self.resolve_voice(voice_name, info)
         voice = None
         if ref.is_preset:
+            if instructions and instruct_takes_voice(info):
+                raise InvalidRequest("instructions_need_voice", f"instructions on {info.name} are spoken in a cloned "
+                                     "voice, not by a preset speaker; choose a saved voice (GET /v1/audio/voices) "
+                                     "or drop `instructions`", what="instructions")
             mode = Mode.INSTRUCT if instructions else Mode.SFT
         else:
-            if instructions:
+            if instructions and not instruct_takes_voice(info):
                 raise InvalidRequest("instructions_need_preset", "instructions work with a preset speaker of an "
-                                     f"instruct model ({mode_hint(Mode.INSTRUCT)}), not with a cloned voice; "
-                                     "drop `instructions` or choose a preset voice", what="instructions")
+                                     f"instruct model ({mode_hint(Mode.INSTRUCT)}) or with any voice on "
+                                     "CosyVoice2/3, not with a cloned voice on this model; drop `instructions` "
+                                     "or choose a preset voice", what="instructions")
             voice = self.library.require(ref.id) if ref.kind == "saved" else None
-            mode = Mode.ZERO_SHOT if ref.transcript else Mode.CROSS_LINGUAL
+            if instructions:  # instruct2: the instructions, spoken in this voice
+                mode = Mode.INSTRUCT
+            else:
+                mode = Mode.ZERO_SHOT if ref.transcript else Mode.CROSS_LINGUAL
         stream = (body.stream_format or "").strip().lower() or None
         if stream not in (None, "audio", "sse"):
             raise InvalidRequest("bad_stream_format", f"unknown stream_format {body.stream_format!r}; choose audio "
@@ -288,7 +305,8 @@ class ApiService:
     def _finish(self, request: SynthesisRequest, voice: SavedVoice | None, fmt: str, normalize: bool,
                 info: EngineInfo | None, ref: VoiceRef | None = None) -> Prepared:
         check_blocked((request.text, request.instruct_text), self.blocked)
-        if request.mode in (Mode.SFT, Mode.INSTRUCT) and not request.speaker and info is not None and info.speakers:
+        preset_mode = request.mode is Mode.SFT or (request.mode is Mode.INSTRUCT and not instruct_takes_voice(info))
+        if preset_mode and not request.speaker and info is not None and info.speakers:
             raise InvalidRequest("speaker_missing", f"{request.mode.value} needs a preset speaker: set `speaker` to "
                                  f"one of {', '.join(info.speakers)} (or send a voice to clone: voice_id or "
                                  "prompt_audio)")

@@ -25,14 +25,15 @@ from .frontend import text as text_frontend
 from .frontend.prompt import PromptEncoder, PromptFeatures
 from .loader import ModelParts, load_parts
 from .precision import FastSettings, trim_flow_prompt
-from .recipes import ModelInput
+from .recipes import ModelInput, check_transcript_length
 from .streaming import FlowPrompt
 
 log = logging.getLogger(__name__)
 
 
 class CosyVoiceEngine(Engine):
-    """A loaded CosyVoice model (v1 300M / -SFT / -Instruct today) behind the `Engine` interface.
+    """A loaded CosyVoice model (v1 300M / -SFT / -Instruct, CosyVoice2-0.5B, Fun-CosyVoice3-0.5B) behind the
+    `Engine` interface.
 
     Not responsible for: loading (see `loader.load_parts`), knowing its family (the parts carry the
     family's recipe and chunker), queueing or idle unload (`manager`), loudness and file formats (`audio`).
@@ -164,14 +165,18 @@ class CosyVoiceEngine(Engine):
             return [("", recipe.voice_conversion(tokens, prompt), tokens)]
         segments = self._segments(request)
         speaker = None
-        if mode in (Mode.SFT, Mode.INSTRUCT):
+        # instruct takes a voice like zero-shot where the family says so (v2/v3 instruct2), else a preset
+        voice_instruct = mode is Mode.INSTRUCT and self._info.instruct_voice
+        if mode is Mode.SFT or (mode is Mode.INSTRUCT and not voice_instruct):
             speaker = self.spk2info[request.speaker]["embedding"].float().reshape(1, -1)
         prompt = None
         prompt_ids: list[int] | None = None
-        if mode in (Mode.ZERO_SHOT, Mode.CROSS_LINGUAL):
+        if mode in (Mode.ZERO_SHOT, Mode.CROSS_LINGUAL) or voice_instruct:
             prompt, transcript = self._prompt(request, request.prompt_audio)
             if mode is Mode.ZERO_SHOT:
                 transcript = request.prompt_text.strip() or transcript
+                if self.folder.family.check_transcript_length:
+                    check_transcript_length(transcript, prompt.speech_tokens.shape[1] / self.folder.family.token_rate)
                 normalized = text_frontend.normalize(transcript, split=False) if request.text_frontend else transcript
                 prompt_ids = self._encode(recipe.prompt_text(mode, normalized))
         if mode is Mode.INSTRUCT:
@@ -219,7 +224,8 @@ class CosyVoiceEngine(Engine):
         if source_tokens is not None:
             tokens_iter = iter(source_tokens[0].tolist())
         else:
-            tokens_iter = self._llm_tokens(model_input, generator, cancel, stage, forced_tokens)
+            tokens_iter = self.llm.tokens_for_flow(self._llm_tokens(model_input, generator, cancel, stage,
+                                                                    forced_tokens))
         if stream and speed == 1.0:
             for speech, last in self.chunker.schedule(tokens_iter, render, self.config_streaming):
                 raise_if_cancelled(cancel)

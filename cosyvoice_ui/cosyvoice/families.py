@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..errors import CheckpointError, ConfigError
-from ..types import EngineInfo, Mode, Precision
+from ..types import EngineInfo, Instruction, Mode, Precision
 
 # A small optional file a folder may carry to say which variant it is (our tiny test models write it);
 # official folders don't have it, so the folder name decides, as upstream does ("-Instruct" in the path).
@@ -59,7 +59,7 @@ UPSTREAM_STREAMING_V1 = StreamingSpec(token_min_hop_len=100, token_max_hop_len=2
 # worth (55.1), as 172 ≤ 172.3 for a hop of 100 (a hop of 30 would emit 52 frames for 51.7).
 LOW_LATENCY_STREAMING_V1 = replace(UPSTREAM_STREAMING_V1, token_first_hop_len=32)
 # Upstream's v2 schedule (§7.4): hops 25 → 50 → 100 tokens with 3 look-ahead tokens, no mel overlap,
-# 8 mel frames · 480 samples of vocoder cache. No chunker for it yet; the numbers are the family's.
+# 8 mel frames · 480 samples of vocoder cache (`streaming_qwen.py`).
 UPSTREAM_STREAMING_V2 = StreamingSpec(token_min_hop_len=25, token_max_hop_len=100, token_overlap_len=0,
                                       mel_overlap_len=0, mel_cache_len=8, source_cache_len=8 * 480,
                                       stream_scale_factor=2.0, token_first_hop_len=25, pre_lookahead_len=3)
@@ -108,9 +108,60 @@ class FamilySpec:
     upstream_streaming: StreamingSpec  # upstream's, bit for bit (parity streams with it)
     checkpoints: tuple[Checkpoint, ...]
     supported: bool  # False: recognised, but this engine cannot run it yet (no registry entry)
+    # instruct takes a voice (recording or saved voice), not a preset speaker: upstream's instruct2 (v2, v3)
+    instruct_voice: bool = False
+    # zero-shot transcripts are checked against the prompt's length (v3 speaks a mismatched one badly)
+    check_transcript_length: bool = False
+    # The known-good instructions of the instruct picker (texts without `<|endofprompt|>` or a system prompt:
+    # the recipes add them), the inline tags and pronunciation hints its text may carry, and the text limits
+    # the UI warns about (EngineInfo has the same fields).
+    instructions: tuple[Instruction, ...] = ()
+    text_tags: tuple[str, ...] = ()
+    pronunciation: tuple[str, ...] = ()  # "pinyin" ([j][ǐ]), "cmu" ([R][EH1][D])
+    text_caveats: tuple[str, ...] = ()  # "ja_kanji": kana are read right, kanji may get Chinese readings
 
 
 _COMMON_FILES = ("llm.pt", "flow.pt", "hift.pt", "campplus.onnx")
+
+# Inline tags as the tag chips insert them. v1-Instruct was trained with the first four (as plain BPE text);
+# v2/v3 register all of them as special tokens (cosyvoice-models.md §2.3).
+_TAGS = ("[breath]", "[laughter]", "<strong></strong>", "<laughter></laughter>", "[noise]", "[cough]")
+
+
+def _instructions(category: str, pattern: str, *names: tuple[str, str]) -> tuple[Instruction, ...]:
+    return tuple(Instruction(category, zh, en, pattern.format(zh)) for zh, en in names)
+
+
+# CosyVoice2's instruct2 wording (upstream's "用四川话说这句话" example and its demo's lists).
+_V2_INSTRUCTIONS = (
+    *_instructions("dialect", "用{}说这句话", ("四川话", "Sichuanese"), ("粤语", "Cantonese"),
+                   ("上海话", "Shanghainese"), ("郑州话", "Zhengzhou dialect"), ("长沙话", "Changsha dialect"),
+                   ("天津话", "Tianjin dialect")),
+    *_instructions("emotion", "用{}的语气说", ("开心", "Happy"), ("伤心", "Sad"), ("惊讶", "Surprised"),
+                   ("生气", "Angry")),
+    Instruction("emotion", "恐惧", "Fearful", "用恐惧的情感表达"),
+    Instruction("rate", "快速", "Fast", "快速"),
+    Instruction("rate", "慢速", "Slow", "慢速"),
+    Instruction("style", "机器人", "Robot", "模仿机器人风格"),
+    Instruction("style", "小猪佩奇", "Peppa Pig", "我想听听你模仿小猪佩奇的语气"),
+)
+# Fun-CosyVoice3's 26 (upstream `instruct_list`: 17 dialects, loud/soft, slow/fast, happy/sad/angry,
+# Peppa Pig, robot), without the "You are a helpful assistant. " the v3 recipe puts in front.
+_V3_INSTRUCTIONS = (
+    *_instructions("dialect", "请用{}表达。", ("广东话", "Cantonese"), ("东北话", "Northeastern Mandarin"),
+                   ("甘肃话", "Gansu dialect"), ("贵州话", "Guizhou dialect"), ("河南话", "Henan dialect"),
+                   ("湖北话", "Hubei dialect"), ("湖南话", "Hunan dialect"), ("江西话", "Jiangxi dialect"),
+                   ("闽南话", "Hokkien (Southern Min)"), ("宁夏话", "Ningxia dialect"), ("山西话", "Shanxi dialect"),
+                   ("陕西话", "Shaanxi dialect"), ("山东话", "Shandong dialect"), ("上海话", "Shanghainese"),
+                   ("四川话", "Sichuanese"), ("天津话", "Tianjin dialect"), ("云南话", "Yunnan dialect")),
+    Instruction("volume", "大声", "Loud", "Please say a sentence as loudly as possible."),
+    Instruction("volume", "小声", "Soft", "Please say a sentence in a very soft voice."),
+    Instruction("rate", "慢速", "Slow", "请用尽可能慢地语速说一句话。"),
+    Instruction("rate", "快速", "Fast", "请用尽可能快地语速说一句话。"),
+    *_instructions("emotion", "请非常{}地说一句话。", ("开心", "Happy"), ("伤心", "Sad"), ("生气", "Angry")),
+    Instruction("style", "小猪佩奇", "Peppa Pig", "我想体验一下小猪佩奇风格，可以吗？"),
+    Instruction("style", "机器人", "Robot", "你可以尝试用机器人的方式解答吗？"),
+)
 # v2 and v3 build their Qwen2 text tokenizer (and LLM shape) from this folder (cosyvoice-models.md §1.4).
 _QWEN_FILES = tuple(f"CosyVoice-BlankEN/{name}" for name in ("config.json", "vocab.json", "merges.txt"))
 
@@ -136,6 +187,7 @@ V1 = FamilySpec(
     ),
     streaming=LOW_LATENCY_STREAMING_V1,
     upstream_streaming=UPSTREAM_STREAMING_V1,
+    text_tags=_TAGS,
     checkpoints=(
         Checkpoint("CosyVoice-300M", "FunAudioLLM/CosyVoice-300M", 1.7,
                    "base model: 3-second voice cloning, cross-lingual, voice conversion"),
@@ -162,7 +214,10 @@ V2 = FamilySpec(
     streaming=UPSTREAM_STREAMING_V2,
     upstream_streaming=UPSTREAM_STREAMING_V2,
     checkpoints=(Checkpoint("CosyVoice2-0.5B", "FunAudioLLM/CosyVoice2-0.5B", 3.4, "second generation"),),
-    supported=False,
+    supported=True,
+    instruct_voice=True,
+    instructions=_V2_INSTRUCTIONS,
+    text_tags=_TAGS,
 )
 
 V3 = FamilySpec(
@@ -181,7 +236,13 @@ V3 = FamilySpec(
     upstream_streaming=UPSTREAM_STREAMING_V3,
     checkpoints=(Checkpoint("Fun-CosyVoice3-0.5B", "FunAudioLLM/Fun-CosyVoice3-0.5B-2512", 3.4,
                             "third generation"),),
-    supported=False,
+    supported=True,
+    instruct_voice=True,
+    check_transcript_length=True,
+    instructions=_V3_INSTRUCTIONS,
+    text_tags=_TAGS,
+    pronunciation=("pinyin", "cmu"),
+    text_caveats=("ja_kanji",),
 )
 
 FAMILIES: tuple[FamilySpec, ...] = (V1, V2, V3)
@@ -294,4 +355,9 @@ def folder_info(folder: ModelFolder, speakers: tuple[str, ...], device: str = "c
         instruct_examples=folder.family.instruct_examples if Mode.INSTRUCT in modes else (),
         notes="",
         precision=precision or Precision(),
+        instruct_voice=folder.family.instruct_voice,
+        instructions=folder.family.instructions if Mode.INSTRUCT in modes else (),
+        text_tags=folder.family.text_tags,
+        pronunciation=folder.family.pronunciation,
+        text_caveats=folder.family.text_caveats,
     )

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
+from torch import nn
 
 from ..engine import report
 from ..errors import CheckpointError, ConfigError
@@ -22,9 +23,6 @@ from .device import resolve_device
 from .families import ModelFolder, detect, folder_info
 from .frontend.onnx_models import SpeakerEncoder, SpeechTokenizer
 from .frontend.prompt import PromptEncoder
-from .models.flow import MaskedDiffWithXvec
-from .models.hift import HiFTGenerator
-from .models.llm import TransformerLM
 from .models.sampling import RasSampler
 from .precision import PRECISIONS, FastSettings, apply_precision
 from .recipes import InputRecipe
@@ -44,9 +42,9 @@ class ModelParts:
 
     folder: ModelFolder
     config: ModelConfig
-    llm: TransformerLM
-    flow: MaskedDiffWithXvec
-    hift: HiFTGenerator
+    llm: nn.Module  # `TransformerLM` (v1), `Qwen2LM` / `CosyVoice3LM`
+    flow: nn.Module  # `MaskedDiffWithXvec` (v1), the causal / DiT flows
+    hift: nn.Module  # `HiFTGenerator` or `CausalHiFTGenerator`
     tokenizer: TextTokenizer
     prompt_encoder: PromptEncoder
     spk2info: dict[str, dict]  # preset speakers: name → {"embedding": [1, 192] tensor, ...}
@@ -105,11 +103,11 @@ def load_parts(model_dir: Path, device: str = "auto", progress: ProgressCallback
     backend.check_classes(config, family.yaml_name)
 
     report(progress, "load", 0.05, "loading llm.pt")
-    llm = backend.load_llm(config.llm, read_state_dict(folder.path / "llm.pt")).to(device)
+    llm = backend.load_llm(config.llm, read_state_dict(folder.path / "llm.pt"), folder.path).to(device)
     report(progress, "load", 0.50, "loading flow.pt")
     flow = backend.load_flow(config.flow, read_state_dict(folder.path / "flow.pt")).to(device)
     report(progress, "load", 0.70, "loading hift.pt")
-    hift = backend.load_vocoder(config.hift, read_state_dict(folder.path / "hift.pt")).to(device)
+    hift = backend.load_vocoder(config.hift, read_state_dict(folder.path / "hift.pt"), config).to(device)
     applied = apply_precision(llm, flow, precision, device, fast or FastSettings(), hift=hift)
     if n_timesteps is not None:  # an explicit step count wins over either mode's
         applied = replace(applied, flow_steps=n_timesteps)
@@ -123,7 +121,8 @@ def load_parts(model_dir: Path, device: str = "auto", progress: ProgressCallback
     )
     report(progress, "load", 0.92, "loading text tokenizer and preset speakers")
     parts = ModelParts(
-        folder=folder, config=config, llm=llm, flow=flow, hift=hift, tokenizer=backend.text_tokenizer(folder.path),
+        folder=folder, config=config, llm=llm, flow=flow, hift=hift,
+        tokenizer=backend.text_tokenizer(folder.path, config),
         prompt_encoder=prompt_encoder, spk2info=read_spk2info(folder.path / "spk2info.pt"),
         sampler=RasSampler.from_config(config.llm.sampling), recipe=backend.input_recipe(config),
         chunker=backend.chunker, device=device, precision=applied,

@@ -16,6 +16,7 @@ from typing import Protocol
 
 import torch
 
+from ..errors import InvalidRequest
 from ..types import Mode
 from .frontend.prompt import PromptFeatures
 
@@ -165,6 +166,28 @@ def system_instruction(instruct_text: str) -> str:
     if not text.startswith(SYSTEM_PROMPT):
         text = f"{SYSTEM_PROMPT} {text}"
     return ensure_end_of_prompt(text)
+
+
+# A zero-shot transcript is "obviously" not the prompt's when it has fewer than this many letters per second
+# of prompt speech, or more (plus a slack for short prompts); people speak ~3-8 CJK characters or ~10-18
+# Latin letters a second.
+TRANSCRIPT_CHARS_PER_SECOND = (0.5, 40.0)
+TRANSCRIPT_SLACK_CHARS = 10
+
+
+def check_transcript_length(transcript: str, seconds: float) -> None:
+    """Raise InvalidRequest when a zero-shot transcript is missing or cannot be what `seconds` of prompt
+    speech say (a length-ratio check: Fun-CosyVoice3 speaks a mismatched transcript badly)."""
+    letters = sum(1 for ch in transcript.replace(END_OF_PROMPT, "") if ch.isalnum())
+    if letters == 0:
+        raise InvalidRequest("transcript_missing", "this model needs the transcript of the prompt audio (exactly "
+                             "what is said in it); type it, or use cross-lingual mode, which needs none")
+    low, high = TRANSCRIPT_CHARS_PER_SECOND
+    if letters < low * seconds or letters > high * seconds + TRANSCRIPT_SLACK_CHARS:
+        raise InvalidRequest("transcript_mismatch", f"the transcript ({letters} letters) does not fit the "
+                             f"{seconds:.1f} s prompt audio; type exactly what is said in the recording, or use "
+                             "cross-lingual mode, which needs no transcript", letters=str(letters),
+                             seconds=f"{seconds:.1f}")
 
 
 def align_prompt(prompt: PromptFeatures, token_mel_ratio: int) -> PromptFeatures:

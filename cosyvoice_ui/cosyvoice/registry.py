@@ -5,31 +5,42 @@ config parser, LLM, flow, flow estimator, vocoder and its sine generator, text t
 and streaming chunker. The upstream yaml's class paths are an allow-list: a folder whose yaml names
 other classes than its family's is refused before any weight is read.
 
-Adding a family (v2, v3): write its modules, add a `FamilyBackend` to `BACKENDS`, set `supported=True` on
-its `FamilySpec`. Nothing else in the package branches on families (tests/test_family_checks.py).
+Adding a family: write its modules, add a `FamilyBackend` to `BACKENDS`, set `supported=True` on its
+`FamilySpec`. Nothing else in the package branches on families (tests/test_family_checks.py). The Qwen2-LM
+generations (v2, v3) build their LLM with the folder's `CosyVoice-BlankEN/config.json` (`build_llm`'s
+`model_dir`) and v3's causal vocoder with upstream's fixed NSF noise (`_causal_vocoder`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from torch import nn
 
 from ..errors import ConfigError
 from .checkpoint import StateDict, fold_weight_norm, load_strict, strip_generator_prefix
-from .config import FlowConfig, HiFTConfig, LLMConfig, ModelConfig, parse_v1
-from .families import FAMILIES, V1, FamilySpec
+from .config import ModelConfig, parse_v1, parse_v2, parse_v3
+from .families import FAMILIES, V1, V2, V3, FamilySpec
+from .frontend.qwen_tokenizer import QWEN_FOLDER, QwenTokenizer
 from .frontend.tokenizer import WhisperTokenizer
+from .models.estimators.dit import DiT
 from .models.estimators.unet import ConditionalDecoder
+from .models.estimators.unet_causal import CausalConditionalDecoder
 from .models.flow import MaskedDiffWithXvec
+from .models.flow_causal import CausalMaskedDiffWithXvec
+from .models.flow_dit import CausalMaskedDiffWithDiT
 from .models.hift import HiFTGenerator
+from .models.hift_causal import CausalHiFTGenerator, construction_rng_ops, upstream_fixed_noise
 from .models.llm import TransformerLM
-from .models.nsf import SineGen
-from .recipes import InputRecipe, V1InputRecipe
+from .models.llm_qwen import CosyVoice3LM, Qwen2LM
+from .models.nsf import CausalSineGen2, SineGen, SineGen2
+from .models.qwen2 import Qwen2Config
+from .recipes import InputRecipe, V1InputRecipe, V2InputRecipe, V3InputRecipe
 from .streaming import Chunker, TokenToWave, stream_tokens
+from .streaming_qwen import CausalVocoderStream, ChunkedVocoderStream, stream_with_lookahead
 
 
 class TextTokenizer(Protocol):
@@ -62,14 +73,18 @@ class FamilyBackend:
     family: FamilySpec
     upstream: UpstreamClasses
     parse_config: Callable[[dict, str], ModelConfig]  # (read_yaml's data, file name for messages)
-    llm: type[TransformerLM]
-    flow: type[MaskedDiffWithXvec]
-    estimator: type[ConditionalDecoder]
-    vocoder: type[HiFTGenerator]
-    sine_generator: type[SineGen]
-    text_tokenizer: Callable[[Path], TextTokenizer]  # from the model folder
+    llm: Callable[..., nn.Module]  # (the llm record) → a speech LLM (`TransformerLM`, `Qwen2LM`, ...)
+    flow: Callable[..., nn.Module]  # (the flow record, estimator class) → a flow
+    estimator: Callable[..., nn.Module]
+    vocoder: Callable[..., nn.Module]  # (the hift record, sine generator class) → a vocoder
+    sine_generator: type[nn.Module]
+    text_tokenizer: Callable[[Path, ModelConfig], TextTokenizer]  # from the model folder and its config
     input_recipe: Callable[[ModelConfig], InputRecipe]
     chunker: Chunker
+    # the LLM record completed from the folder (v2/v3: the Qwen2 backbone's config.json); None: as parsed
+    llm_config: Callable[[Any, Path], Any] | None = None
+    # the vocoder after construction (v3: upstream's fixed NSF noise); None: as built
+    finish_vocoder: Callable[[nn.Module, ModelConfig], nn.Module] | None = None
 
     def check_classes(self, config: ModelConfig, source: str) -> None:
         """Refuse a yaml whose class paths are not this family's (a renamed or mixed-up folder)."""
@@ -83,27 +98,36 @@ class FamilyBackend:
 
     # Built from the parsed config's parts (`config.llm`, `config.flow`, `config.hift`), with random weights.
 
-    def build_llm(self, config: LLMConfig) -> TransformerLM:
+    def build_llm(self, config: Any, model_dir: Path | None = None) -> nn.Module:
+        """config: the parsed `config.llm`; model_dir: the folder, where the family completes the record
+        from it (the Qwen2 backbone's shape)."""
+        if self.llm_config is not None and model_dir is not None:
+            config = self.llm_config(config, model_dir)
         return self.llm(config)
 
-    def build_flow(self, config: FlowConfig) -> MaskedDiffWithXvec:
+    def build_flow(self, config: Any) -> nn.Module:
         return self.flow(config, self.estimator)
 
-    def build_vocoder(self, config: HiFTConfig) -> HiFTGenerator:
-        return self.vocoder(config, self.sine_generator)
+    def build_vocoder(self, config: Any, model: ModelConfig | None = None) -> nn.Module:
+        """model: the whole parsed config, where the family finishes the vocoder from it (v3's noise)."""
+        vocoder = self.vocoder(config, self.sine_generator)
+        if self.finish_vocoder is not None and model is not None:
+            vocoder = self.finish_vocoder(vocoder, model)
+        return vocoder
 
-    def load_llm(self, config: LLMConfig, state_dict: StateDict) -> TransformerLM:
+    def load_llm(self, config: Any, state_dict: StateDict, model_dir: Path | None = None) -> nn.Module:
         """The LLM with `llm.pt`'s weights loaded strictly, in eval mode, on the CPU."""
-        return _loaded(self.build_llm(config), state_dict, "llm.pt")
+        return _loaded(self.build_llm(config, model_dir), state_dict, "llm.pt")
 
-    def load_flow(self, config: FlowConfig, state_dict: StateDict) -> MaskedDiffWithXvec:
+    def load_flow(self, config: Any, state_dict: StateDict) -> nn.Module:
         """The flow with `flow.pt`'s weights loaded strictly, in eval mode, on the CPU."""
         return _loaded(self.build_flow(config), state_dict, "flow.pt")
 
-    def load_vocoder(self, config: HiFTConfig, state_dict: StateDict) -> HiFTGenerator:
+    def load_vocoder(self, config: Any, state_dict: StateDict, model: ModelConfig | None = None) -> nn.Module:
         """The vocoder with `hift.pt`'s weights (either weight-norm spelling, with or without the GAN
         wrapper's `generator.` prefix: both occur in every generation's releases) loaded strictly."""
-        return _loaded(self.build_vocoder(config), fold_weight_norm(strip_generator_prefix(state_dict)), "hift.pt")
+        return _loaded(self.build_vocoder(config, model), fold_weight_norm(strip_generator_prefix(state_dict)),
+                       "hift.pt")
 
 
 def _loaded(module: nn.Module, state_dict: StateDict, file_name: str):
@@ -111,12 +135,45 @@ def _loaded(module: nn.Module, state_dict: StateDict, file_name: str):
     return module.eval()
 
 
-def _whisper_tokenizer(model_dir: Path) -> WhisperTokenizer:
+def _whisper_tokenizer(model_dir: Path, config: ModelConfig | None = None) -> WhisperTokenizer:
     return WhisperTokenizer()  # v1's vocabulary ships with this package, not with the folder
+
+
+def _qwen_tokenizer(model_dir: Path, config: ModelConfig) -> QwenTokenizer:
+    return QwenTokenizer.for_model(model_dir, config.tokenizer)
+
+
+def _qwen_llm_config(config: Any, model_dir: Path) -> Any:
+    """The yaml's LLM record with the backbone's shape from `CosyVoice-BlankEN/config.json`."""
+    return replace(config, qwen=Qwen2Config.from_json(model_dir / QWEN_FOLDER))
+
+
+# Upstream's NSF noise buffer: 300 s at the model's rate, drawn after the CFM's noise of 15000 frames (§5.5).
+FIXED_NOISE_SECONDS = 300
+CFM_NOISE_FRAMES = 15000
+
+
+def _causal_vocoder(vocoder: CausalHiFTGenerator, config: ModelConfig) -> CausalHiFTGenerator:
+    """v3: the fixed source noise upstream's constructors leave behind (`hift_causal.upstream_fixed_noise`)."""
+    flow = config.flow
+    ops = construction_rng_ops(config.hift, cfm_noise_shape=(1, flow.output_size, CFM_NOISE_FRAMES),
+                               flow_vocab_size=flow.vocab_size, flow_input_size=flow.input_size,
+                               flow_output_size=flow.output_size, spk_embed_dim=flow.spk_embed_dim)
+    vocoder.set_fixed_noise(upstream_fixed_noise(ops, config.hift.nb_harmonics + 1,
+                                                 FIXED_NOISE_SECONDS * config.hift.sampling_rate))
+    return vocoder
 
 
 def _v1_recipe(config: ModelConfig) -> V1InputRecipe:
     return V1InputRecipe(n_mels=config.mel.num_mels)
+
+
+def _v2_recipe(config: ModelConfig) -> V2InputRecipe:
+    return V2InputRecipe(n_mels=config.mel.num_mels, token_mel_ratio=config.chunking.token_mel_ratio)
+
+
+def _v3_recipe(config: ModelConfig) -> V3InputRecipe:
+    return V3InputRecipe(n_mels=config.mel.num_mels, token_mel_ratio=config.chunking.token_mel_ratio)
 
 
 BACKENDS: dict[FamilySpec, FamilyBackend] = {
@@ -134,6 +191,40 @@ BACKENDS: dict[FamilySpec, FamilyBackend] = {
         text_tokenizer=_whisper_tokenizer,
         input_recipe=_v1_recipe,
         chunker=Chunker(renderer=TokenToWave, schedule=stream_tokens),
+    ),
+    V2: FamilyBackend(
+        family=V2,
+        upstream=UpstreamClasses(llm="cosyvoice.llm.llm.Qwen2LM", flow="cosyvoice.flow.flow.CausalMaskedDiffWithXvec",
+                                 estimator="cosyvoice.flow.decoder.CausalConditionalDecoder",
+                                 vocoder="cosyvoice.hifigan.generator.HiFTGenerator"),
+        parse_config=parse_v2,
+        llm=Qwen2LM,
+        flow=CausalMaskedDiffWithXvec,
+        estimator=CausalConditionalDecoder,
+        vocoder=HiFTGenerator,
+        sine_generator=SineGen2,  # upstream's choice at 24000 Hz
+        text_tokenizer=_qwen_tokenizer,
+        input_recipe=_v2_recipe,
+        chunker=Chunker(renderer=ChunkedVocoderStream, schedule=stream_with_lookahead),
+        llm_config=_qwen_llm_config,
+    ),
+    V3: FamilyBackend(
+        family=V3,
+        upstream=UpstreamClasses(llm="cosyvoice.llm.llm.CosyVoice3LM",
+                                 flow="cosyvoice.flow.flow.CausalMaskedDiffWithDiT",
+                                 estimator="cosyvoice.flow.DiT.dit.DiT",
+                                 vocoder="cosyvoice.hifigan.generator.CausalHiFTGenerator"),
+        parse_config=parse_v3,
+        llm=CosyVoice3LM,
+        flow=CausalMaskedDiffWithDiT,
+        estimator=DiT,
+        vocoder=CausalHiFTGenerator,
+        sine_generator=CausalSineGen2,
+        text_tokenizer=_qwen_tokenizer,
+        input_recipe=_v3_recipe,
+        chunker=Chunker(renderer=CausalVocoderStream, schedule=stream_with_lookahead),
+        llm_config=_qwen_llm_config,
+        finish_vocoder=_causal_vocoder,
     ),
 }
 

@@ -8,7 +8,7 @@ cross-faded into the next chunk (Hamming 68), the vocoder re-runs the last 20 me
 cached NSF source and the first 5120 samples are cross-faded with the previous tail (Hamming 10240).
 The first 100 tokens are then dropped (the 20 overlap tokens stay at the head).
 
-The v2/v3 schemes (re-running the flow with look-ahead tokens, §7.4-7.5) will be chunkers of their own.
+The v2/v3 schemes (re-running the flow with look-ahead tokens, §7.4-7.5) are in `streaming_qwen.py`.
 
 Not here: the LLM, text handling, or anything about requests.
 """
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -170,5 +170,5 @@ class Chunker:
         (speech [1, S], is_last).
     """
 
-    renderer: type[TokenToWave]
-    schedule: Callable[[Iterable[int], RenderChunk, StreamingSpec], Iterator[tuple[torch.Tensor, bool]]]
+    renderer: Callable[..., RenderChunk]  # `TokenToWave` (v1), `streaming_qwen`'s renderers (v2, v3)
+    schedule: Callable[[Iterable[int], Any, StreamingSpec], Iterator[tuple[torch.Tensor, bool]]]

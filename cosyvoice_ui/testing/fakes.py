@@ -24,9 +24,10 @@ class FakeEngine(Engine):
     def __init__(self, name: str = "fake", modes: tuple[Mode, ...] = tuple(Mode), speakers: tuple[str, ...] = ("A", "B"),
                  sample_rate: int = 16000, chunks: int = 2, chunk_samples: int | None = None,
                  chunk_delay_s: float = 0.0, gate: threading.Event | None = None,
-                 instruct_examples: tuple[str, ...] = ("Speak slowly.",)) -> None:
+                 instruct_examples: tuple[str, ...] = ("Speak slowly.",), **facts) -> None:
+        # `facts`: any other EngineInfo field (instructions, instruct_voice, text_tags, pronunciation, ...)
         self._info = EngineInfo(name=name, family="fake", sample_rate=sample_rate, modes=tuple(modes),
-                                speakers=tuple(speakers), instruct_examples=instruct_examples)
+                                speakers=tuple(speakers), instruct_examples=instruct_examples, **facts)
         self.chunks = chunks
         self.chunk_samples = chunk_samples
         self.chunk_delay_s = chunk_delay_s

@@ -5,7 +5,8 @@ The folder looks exactly like an official one (HyperPyYAML `cosyvoice.yaml`, `ll
 `spk2info.pt`), only with small dimensions and random weights, so every loading and synthesis path
 runs for real in seconds. Tests and the tiny benchmark build their models with it.
 
-CLI: `python -m cosyvoice_ui.testing.tiny_model OUT_DIR --family v1 [--sft] [--instruct]`.
+CLI: `python -m cosyvoice_ui.testing.tiny_model OUT_DIR --family v1|v2|v3 [--sft] [--instruct]` (v2/v3:
+`tiny_qwen.py`).
 """
 
 from __future__ import annotations
@@ -18,8 +19,11 @@ from pathlib import Path
 
 import torch
 
-from ..cosyvoice.families import V1, VARIANT_FILE
+from ..cosyvoice.families import V1, V2, V3, VARIANT_FILE
 from .tiny_onnx import write_campplus, write_speech_tokenizer_v1
+from .tiny_qwen import write_tiny_qwen_model
+
+QWEN_FAMILIES = {"v2": V2, "v3": V3}
 
 SFT_SPEAKERS = ("中文女", "中文男", "英文女", "英文男", "日语男", "粤语女", "韩语女")
 
@@ -236,13 +240,18 @@ def _make_speakable(llm, hift) -> None:
 
 def write_tiny_model(out_dir: str | Path, family: str = "v1", sft: bool = False, instruct: bool = False,
                      seed: int = 0, dims: TinyDims | None = None, legacy_weight_norm: bool = False) -> Path:
-    """Write a random v1 model folder to `out_dir` and return its path.
+    """Write a random model folder of `family` ("v1", "v2" or "v3") to `out_dir` and return its path.
 
-    sft: add `spk2info.pt` with the 7 usual preset speakers. instruct: an -Instruct variant (implies
-    preset speakers; marked in `cosyvoice_ui.json` since official folders are told apart by name).
+    sft: add `spk2info.pt` with the 7 usual preset speakers. instruct: an -Instruct variant (v1 only; implies
+    preset speakers; marked in `cosyvoice_ui.json` since official folders are told apart by name). dims and
+    legacy_weight_norm: v1 only (the v2/v3 folders have the shared fixtures' tiny sizes, `tiny_qwen.py`).
     """
+    if family in QWEN_FAMILIES:
+        if instruct or dims is not None or legacy_weight_norm:
+            raise ValueError(f"--instruct, --full-size and --legacy-weight-norm are v1 options (family {family})")
+        return write_tiny_qwen_model(out_dir, QWEN_FAMILIES[family], SFT_SPEAKERS if sft else (), seed)
     if family != "v1":
-        raise ValueError(f"family {family!r} is not available yet; only v1 tiny models can be written")
+        raise ValueError(f"unknown family {family!r}; tiny models can be written for v1, v2 and v3")
     from ..cosyvoice.models.hift import unfold_weight_norm, weight_norm_names
 
     out = Path(out_dir)
@@ -268,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m cosyvoice_ui.testing.tiny_model",
                                      description="Write a tiny random CosyVoice model folder (official format).")
     parser.add_argument("out_dir", type=Path)
-    parser.add_argument("--family", default="v1", choices=["v1"])
+    parser.add_argument("--family", default="v1", choices=["v1", *QWEN_FAMILIES])
     parser.add_argument("--sft", action="store_true", help="add spk2info.pt with preset speakers")
     parser.add_argument("--instruct", action="store_true", help="write an -Instruct variant")
     parser.add_argument("--seed", type=int, default=0)

@@ -104,6 +104,9 @@ class Endpoints:
             "presets": list(info.speakers) if info else [],
             "saved": saved,
             "instructions_supported": bool(info and Mode.INSTRUCT in info.modes),
+            # what instruct speaks with: a preset speaker, or a saved voice (CosyVoice2/3)
+            "instruct_needs": ("voice" if info.instruct_voice else "preset")
+            if info and Mode.INSTRUCT in info.modes else None,
             "default_voice": default.id if (default := self.service.default_voice(info)) else None,
         }
 
@@ -279,14 +282,15 @@ def build_functions(endpoints: Endpoints) -> dict:
                    prompt_audio=None if voice else _b64(prompt_audio, "prompt_audio", "the voice to use"),
                    speed=speed, seed=seed, format=format, voice_match=voice_match or "quick")
 
-    @_doc("Read a text with a preset speaker in a speaking style described in words (needs an instruct model).",
+    @_doc("Read a text in a speaking style described in words: with a preset speaker (CosyVoice-300M-Instruct) "
+          "or a saved voice (CosyVoice2/3; list_voices says which, in instruct_needs).",
           _DETAILS, speaker="Preset speaker of the loaded model (see list_voices).",
           instructions="The speaking style, e.g. \"A cheerful young woman, speaking quickly\".", text=_TEXT,
-          speed=_SPEED, seed=_SEED, format=_FORMAT)
+          speed=_SPEED, seed=_SEED, format=_FORMAT, voice="Saved voice id, where instruct takes a voice.")
     def instruct(text: str, instructions: str, speaker: str = "", speed: float = 1.0,
-                 seed: int | None = None, format: Fmt = "wav"):
+                 seed: int | None = None, format: Fmt = "wav", voice: str = ""):
         return run(mode=Mode.INSTRUCT.value, text=text, speaker=speaker or None, instruct_text=instructions or "",
-                   speed=speed, seed=seed, format=format)
+                   speed=speed, seed=seed, format=format, voice_id=(voice or "").strip() or None)
 
     @_doc("Read a text with one of the loaded model's preset speakers.", _DETAILS,
           speaker="Preset speaker of the loaded model (see list_voices); empty: the server's default voice.",

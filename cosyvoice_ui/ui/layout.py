@@ -65,8 +65,10 @@ def build_ui(manager: ModelManager, settings: Settings, output_dir: Path | None 
             current = manager.info()
             return {component: update for part in parts for component, update in part.adapt(current, data).items()}
 
-        fit = dict(inputs={cross.submode}, outputs=outputs, queue=False, api_visibility="private")
+        # The browser's language too: the instruction picker's labels are data (EngineInfo), not gr.I18n keys.
+        fit = dict(inputs={cross.submode, page.options.lang}, outputs=outputs, queue=False, api_visibility="private")
         cross.submode.change(adapt, **fit)
+        page.options.lang.change(adapt, **fit)
         panel.changed.then(adapt, **fit)
         demo.load(adapt, **fit)
         demo.load(None, js="() => navigator.language || 'en'", outputs=page.options.lang, api_visibility="private")

@@ -69,7 +69,9 @@ def clone_meta(prompt, saved, transcript, text, voice_match: str = "quick") -> d
 
 def cross_meta(sub, prompt, saved, speaker, instruct, text, voice_match: str = "quick") -> dict:
     if sub == "instruct":
-        return {"mode": "instruct", "speaker": speaker, "instruct_text": instruct, "text": text, "voice": speaker}
+        if speaker:  # a preset speaker (the -Instruct models); the tab offers none where instruct takes a voice
+            return {"mode": "instruct", "speaker": speaker, "instruct_text": instruct, "text": text, "voice": speaker}
+        return {"mode": "instruct", **_voice(prompt, saved), "instruct_text": instruct, "text": text}
     return {"mode": "cross_lingual", **_voice(prompt, saved), "text": text, "voice_match": voice_match}
 
 

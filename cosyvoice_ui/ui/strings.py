@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 
 from ..errors import InvalidRequest
+from . import strings_text
 
 
 def _notice(summary: str, details: str) -> str:
@@ -82,7 +83,6 @@ LABELS_EN: dict[str, str] = {
     "no_speakers_note": "This model has no preset speakers: Generate speaks with the default voice (the built-in "
                         "example voice, or the saved voice you made the default). Load CosyVoice-300M-SFT (or "
                         "-Instruct) for presets.",
-    "instruct_unavailable": "This model cannot follow style instructions; load CosyVoice-300M-Instruct for that.",
     "public_warning": _notice("⚠️ No password: anyone with this address can use the app.",
                               "The app is reachable beyond this computer (a shared link or a network address). "
                               "Restart it with `--auth user:password` to ask for a password."),
@@ -215,7 +215,6 @@ LABELS_ZH: dict[str, str] = {
     "example_unavailable": "当前模型没有第二个预训练音色来录制示例：请自己上传两段录音，或加载带预训练音色的模型。",
     "no_speakers_note": "此模型没有预训练音色：生成时使用默认声音（内置示例声音，或你设为默认的已保存声音）。"
                         "如需预训练音色，请加载 CosyVoice-300M-SFT（或 -Instruct）。",
-    "instruct_unavailable": "此模型不支持风格指令；请加载 CosyVoice-300M-Instruct。",
     "public_warning": _notice("⚠️ 未设置密码：知道此地址的人都能使用。",
                               "本应用可从本机以外访问（分享链接或网络地址）。请用 `--auth 用户名:密码` 重新启动以要求密码。"),
     "no_model": _notice("ℹ️ 尚未安装模型：请在下方“模型”面板下载。",
@@ -275,6 +274,9 @@ LABELS_ZH: dict[str, str] = {
     "stage_working": "处理中",
 }
 
+LABELS_EN.update(strings_text.LABELS_EN)
+LABELS_ZH.update(strings_text.LABELS_ZH)
+
 # Messages for InvalidRequest codes; {placeholders} come from the error's params.
 MESSAGES_ZH: dict[str, str] = {
     "prompt_missing": "未提供{what_zh}：请上传或录制一段 3-30 秒的清晰语音。",
@@ -298,6 +300,13 @@ MESSAGES_ZH: dict[str, str] = {
 }
 
 WHAT_ZH = {"prompt audio": "声音样本", "source audio": "待转换语音"}
+
+
+def instruction_label(instruction, lang: str) -> str:
+    """An `Instruction` as the picker lists it: its category, then its name, in the user's language."""
+    category = f"instr_{instruction.category}"
+    head = label(category, lang) if category in LABELS_EN else instruction.category
+    return f"{head} · {instruction.zh if lang == 'zh' else instruction.en}"
 
 
 def language_of(accept_language: str | None) -> str:

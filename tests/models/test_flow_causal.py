@@ -12,10 +12,10 @@ from safetensors.torch import load_file
 from torch import nn
 
 from cosyvoice_ui.cosyvoice.checkpoint import read_state_dict
-from cosyvoice_ui.cosyvoice.config import read_yaml
+from cosyvoice_ui.cosyvoice.config import CausalFlowConfig, parse_v2, read_yaml
 from cosyvoice_ui.cosyvoice.models.cfm_causal import CausalConditionalCFM, fixed_noise
 from cosyvoice_ui.cosyvoice.models.estimators.unet_causal import CausalConditionalDecoder, chunk_mask
-from cosyvoice_ui.cosyvoice.models.flow_causal import CausalFlowConfig, CausalMaskedDiffWithXvec, causal_flow_config
+from cosyvoice_ui.cosyvoice.models.flow_causal import CausalMaskedDiffWithXvec
 from cosyvoice_ui.cosyvoice.models.lookahead import PreLookaheadLayer
 from cosyvoice_ui.cosyvoice.models.upsample_encoder import UpsampleConformerEncoder
 
@@ -46,7 +46,7 @@ def v2_dir() -> Path:
 
 @pytest.fixture(scope="module")
 def cfg(v2_dir: Path) -> CausalFlowConfig:
-    return causal_flow_config(read_yaml(v2_dir / "cosyvoice2.yaml"))
+    return parse_v2(read_yaml(v2_dir / "cosyvoice2.yaml")).flow
 
 
 @pytest.fixture(scope="module")

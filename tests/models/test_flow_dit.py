@@ -12,9 +12,10 @@ import torch
 from safetensors.torch import load_file
 
 from cosyvoice_ui.cosyvoice.checkpoint import load_strict, read_state_dict
-from cosyvoice_ui.cosyvoice.config import CFMConfig, Tagged, read_yaml
-from cosyvoice_ui.cosyvoice.models.estimators.dit import DiT, DiTConfig, apply_partial_rotary
-from cosyvoice_ui.cosyvoice.models.flow_dit import CausalMaskedDiffWithDiT, DiTFlowConfig
+from cosyvoice_ui.cosyvoice.config import DiTFlowConfig, parse_v3, read_yaml
+from cosyvoice_ui.cosyvoice.models.estimators.dit import DiT, apply_partial_rotary
+from cosyvoice_ui.cosyvoice.models.flow_dit import CausalMaskedDiffWithDiT
+from cosyvoice_ui.cosyvoice.parity.v3 import est0_inputs, estimator_call_internals
 from cosyvoice_ui.errors import CheckpointError
 from ..conftest import fixture_dir
 
@@ -32,22 +33,6 @@ def assert_close(actual: torch.Tensor, expected: torch.Tensor, atol: float, what
     assert diff <= atol, f"{what}: max abs diff {diff:.3g} > {atol}"
 
 
-def flow_config(data: dict) -> DiTFlowConfig:
-    """The fixture yaml's flow section as our records (the family parser's job once it exists)."""
-    flow: Tagged = data["flow"]
-    fa = flow.args
-    dec = fa["decoder"].args
-    params = dec["cfm_params"].args["content"]
-    return DiTFlowConfig(
-        input_size=fa["input_size"], output_size=fa["output_size"], spk_embed_dim=fa["spk_embed_dim"],
-        vocab_size=fa["vocab_size"], input_frame_rate=fa["input_frame_rate"], token_mel_ratio=fa["token_mel_ratio"],
-        pre_lookahead_len=fa["pre_lookahead_len"], pre_lookahead_channels=fa["pre_lookahead_layer"].args["channels"],
-        cfm=CFMConfig(in_channels=dec["in_channels"], spk_emb_dim=dec["spk_emb_dim"], sigma_min=params["sigma_min"],
-                      t_scheduler=params["t_scheduler"], inference_cfg_rate=params["inference_cfg_rate"],
-                      estimator=DiTConfig(**dec["estimator"].args)),
-    )
-
-
 @pytest.fixture(scope="module")
 def v3_fixture() -> Path:
     return fixture_dir("cosyvoice3-tiny")
@@ -55,7 +40,7 @@ def v3_fixture() -> Path:
 
 @pytest.fixture(scope="module")
 def cfg(v3_fixture: Path) -> DiTFlowConfig:
-    return flow_config(read_yaml(v3_fixture / "cosyvoice3.yaml"))
+    return parse_v3(read_yaml(v3_fixture / "cosyvoice3.yaml")).flow
 
 
 @pytest.fixture(scope="module")
@@ -87,36 +72,14 @@ def case_inputs(goldens: dict[str, torch.Tensor], case: str) -> tuple[torch.Tens
 
 # --- the first estimator call ----------------------------------------------------------------------
 
-def est0_inputs(goldens: dict[str, torch.Tensor], case: str) -> tuple:
-    """The first DiT call as upstream made it: CFG batch of two (row 1 zeros), mask of ones."""
-    g = {n: goldens[f"{case}.{n}"] for n in ("noise", "mu", "spks", "cond", "est0_t", "est0_streaming")}
-    with_zeros = {n: torch.cat([g[n], torch.zeros_like(g[n])]) for n in ("mu", "spks", "cond")}
-    frames = g["noise"].size(2)
-    return (torch.cat([g["noise"], g["noise"]]), torch.ones(2, 1, frames), with_zeros["mu"], g["est0_t"],
-            with_zeros["spks"], with_zeros["cond"], bool(g["est0_streaming"].item()))
-
-
 @pytest.mark.parametrize("with_mask", [True, False], ids=["ones_mask", "no_mask"])
 @pytest.mark.parametrize("case", EST_CASES)
 def test_estimator_call_matches_golden(flow: CausalMaskedDiffWithDiT, goldens: dict[str, torch.Tensor], case: str,
                                        with_mask: bool) -> None:
     """Output and every stored internal of the first call; mask None (what our flow passes at B = 1)
     must give the same as upstream's all-ones mask."""
-    est = flow.estimator
     x, mask, mu, t, spks, cond, streaming = est0_inputs(goldens, case)
-    seen: dict[str, torch.Tensor] = {}
-    block0 = est.transformer_blocks[0]
-    watched = {"time_embed": est.time_embed, "input_embed": est.input_embed, "block0_attn_out": block0.attn,
-               "block0_out": block0}
-    hooks = [module.register_forward_hook(lambda m, a, o, name=name: seen.__setitem__(name, o))
-             for name, module in watched.items()]
-    try:
-        with torch.inference_mode():
-            seen["out"] = est(x, mask if with_mask else None, mu, t, spks, cond, streaming)
-    finally:
-        for h in hooks:
-            h.remove()
-    seen["rope_freqs"] = est.rotary_embed(x.size(2))
+    seen = estimator_call_internals(flow.estimator, (x, mask if with_mask else None, mu, t, spks, cond, streaming))
     stored = {k.removeprefix(f"{case}.est0_") for k in goldens if k.startswith(f"{case}.est0_")}
     outputs = stored - {"t", "streaming", "attn_mask"}  # inputs, and the mask (its own test)
     assert outputs <= set(seen)

@@ -26,6 +26,7 @@ from cosyvoice_ui.cosyvoice.models.hift_causal import (CausalHiFTGenerator, cons
                                                         upstream_fixed_noise)
 from cosyvoice_ui.cosyvoice.models.nsf import (CausalSineGen2, FixedNSFNoise, NSFNoise, SineGen, SineGen2,
                                                SourceModuleHnNSF)
+from cosyvoice_ui.cosyvoice.parity.v3 import causal_source_golden, stream_chunks
 from cosyvoice_ui.errors import CheckpointError
 
 from ..conftest import fixture_dir
@@ -249,10 +250,8 @@ def test_v3_look_right_comes_from_the_argument_or_the_config(v3_args: dict) -> N
 
 
 def _v3_source(case: str, g3: dict[str, torch.Tensor]) -> torch.Tensor:
-    """H3's source is H2's prefix (the README: bitwise, not repeated)."""
-    if f"{case}.source" in g3:
-        return g3[f"{case}.source"]
-    return g3["H2_flow_mel.source"][..., : 480 * g3[f"{case}.f0"].size(1)]
+    """H3's source is H2's prefix (the README: bitwise, not repeated), as the parity command reads it."""
+    return causal_source_golden(g3, case)
 
 
 @pytest.mark.parametrize("case,finalize", V3_CASES)
@@ -302,13 +301,7 @@ def test_v3_stream_goldens_vocoder_part(v3_dir: Path, v3: CausalHiFTGenerator) -
     stage = json.loads((v3_dir / "manifest.json").read_text())["stages"]["stream"]["S1"]
     call_mels = [flow["F2_stream_chunk0.mel"], stream["S1.flow_mel_1"], flow["F1_zero_shot.mel"]]
     finals = [c["finalize"] for c in stage["hift_calls"]]
-    mel = torch.zeros(1, 80, 0)
-    chunks, offset = [], 0
-    for call_mel, token_offset, finalize in zip(call_mels, stage["token_offsets"], finals):
-        mel = torch.cat([mel, call_mel[..., 2 * token_offset:]], dim=-1)
-        wave, _ = v3.inference(mel, finalize)
-        chunks.append(wave[:, offset:])
-        offset = wave.size(1)
+    chunks = stream_chunks(v3, call_mels, stage["token_offsets"], finals, token_mel_ratio=2)
     assert [c.size(1) for c in chunks] == stage["chunk_samples"]
     assert_close(torch.cat(chunks, dim=1), stream["S1.speech"], 1e-3, "S1 speech")
 

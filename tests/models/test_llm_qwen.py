@@ -13,14 +13,11 @@ from safetensors.torch import load_file
 from torch import nn
 
 from cosyvoice_ui.cosyvoice.checkpoint import load_strict, read_state_dict
-from cosyvoice_ui.cosyvoice.models.llm_qwen import (
-    CosyVoice3LM,
-    Qwen2LM,
-    QwenLMConfig,
-    drop_long_silences,
-)
+from cosyvoice_ui.cosyvoice.config import QwenLMConfig
+from cosyvoice_ui.cosyvoice.models.llm_qwen import CosyVoice3LM, Qwen2LM, drop_long_silences
 from cosyvoice_ui.cosyvoice.models.qwen2 import Qwen2Config, Qwen2Encoder
 from cosyvoice_ui.cosyvoice.models.sampling import RasSampler, greedy
+from cosyvoice_ui.cosyvoice.parity.qwen import greedy_run
 from cosyvoice_ui.errors import CheckpointError, ConfigError
 
 from ..conftest import fixture_dir
@@ -165,18 +162,9 @@ def test_teacher_forced_goldens(name: str, case: str) -> None:
 
 
 def _greedy_run(model: nn.Module, g: dict[str, torch.Tensor]) -> tuple[list[int], list[int], list[torch.Tensor]]:
-    """(yielded tokens, every pick incl. a stopping one, every step's log-probs as the sampler saw them)."""
-    picks: list[int] = []
-    rows: list[torch.Tensor] = []
-
-    def recording_greedy(logp: torch.Tensor, decoded: list[int], gen: torch.Generator | None) -> int:
-        token = greedy(logp, decoded, gen)
-        picks.append(token)
-        rows.append(logp.clone())
-        return token
-
-    tokens = list(model.inference(*_inputs(g), sampler=recording_greedy))
-    return tokens, picks, rows
+    """(yielded tokens, every pick incl. a stopping one, every step's log-probs as the sampler saw them),
+    as the parity command records them."""
+    return greedy_run(model, _inputs(g))
 
 
 @pytest.mark.parametrize("name,case", CASES)

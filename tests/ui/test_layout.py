@@ -91,9 +91,14 @@ def test_a_generate_event_runs_its_dict_through_the_handlers(app, engine: FakeEn
     assert history[0]["voice"] == "B" and history[0]["seed"] == 5 and "seed 5" in info
 
 
+def submode_of(adapt):
+    """The cross tab's submode radio among the adapt event's inputs (the other is the browser's language)."""
+    return next(c for c in adapt.inputs if label_key(c) == "submode")
+
+
 def test_the_page_adapts_to_the_model_and_the_submode(app) -> None:
     adapt = events(app, "adapt")[0]
-    submode = adapt.inputs[0]
+    submode = submode_of(adapt)
     shown = {label_key(c): u for c, u in adapt.fn({submode: "instruct"}).items() if isinstance(u, dict)}
     assert shown["instruct_text"]["visible"] is True and shown["prompt_audio"]["visible"] is False
     hidden = {label_key(c): u for c, u in adapt.fn({submode: "cross"}).items()}
@@ -107,7 +112,7 @@ def test_a_model_without_instructions_says_so(tmp_path: Path) -> None:
     engine = FakeEngine(modes=(Mode.SFT, Mode.ZERO_SHOT, Mode.CROSS_LINGUAL))
     app = build_ui(fake_manager(engine), Settings(), output_dir=tmp_path)
     adapt = events(app, "adapt")[0]
-    updates = adapt.fn({adapt.inputs[0]: "instruct"})
+    updates = adapt.fn({submode_of(adapt): "instruct"})
     note = next(c for c in updates if isinstance(c, gr.Markdown) and "instruct_unavailable" in str(c.value))
     assert updates[note]["visible"] is True
     assert not any(label_key(c) == "instruct_text" and u["visible"] for c, u in updates.items())

@@ -82,6 +82,7 @@ class DiTConfig:
     out_channels: int | None = None
     static_chunk_size: int = 50
     num_decoding_left_chunks: int = -1
+    long_skip_connection: bool = False  # the parser refuses it; the estimator checks it too
     time_freq_dim: int = 256  # sinusoid width before time_mlp (upstream class constant)
     conv_pos_kernel: int = 31  # upstream class constants of the conv position embedding
     conv_pos_groups: int = 16

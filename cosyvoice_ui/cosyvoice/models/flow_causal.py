@@ -21,86 +21,17 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..config import CFMConfig, EncoderConfig, EstimatorConfig, Tagged
+from ..config import CausalFlowConfig
 from .cfm_causal import CausalConditionalCFM
 from .flow import FlowConditioning
 from .upsample_encoder import UpsampleConformerEncoder
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class CausalFlowConfig:
-    """What the causal flow needs from the yaml's `flow:` entry."""
-
-    input_size: int
-    output_size: int
-    spk_embed_dim: int
-    vocab_size: int
-    input_frame_rate: int
-    token_mel_ratio: int
-    pre_lookahead_len: int
-    encoder: EncoderConfig  # static_chunk_size = the streaming chunk in tokens
-    cfm: CFMConfig
-    estimator_chunk_size: int  # the estimator's streaming attention chunk in frames
-    num_decoding_left_chunks: int = -1  # < 0: every left chunk
-
-
-def _args(value: object, where: str) -> dict:
-    if not isinstance(value, Tagged) or not isinstance(value.args, dict):
-        raise ValueError(f"{where}: expected a tagged mapping")
-    return value.args
-
-
-def causal_flow_config(data: dict) -> CausalFlowConfig:
-    """Build the record from `read_yaml`'s output (its `flow:` entry); upstream's class defaults fill keys
-    the yaml leaves out."""
-    fa = _args(data.get("flow"), "flow")
-    ea = _args(fa.get("encoder"), "flow.encoder")
-    dec = _args(fa.get("decoder"), "flow.decoder")
-    est = _args(dec.get("estimator"), "flow.decoder.estimator")
-    params = dec.get("cfm_params", {})
-    if isinstance(params, Tagged):  # !new:omegaconf.DictConfig {content: {...}}
-        params = (params.args or {}).get("content", params.args)
-    for key, expected in (("pos_enc_layer_type", "rel_pos_espnet"), ("selfattention_layer_type", "rel_selfattn"),
-                          ("input_layer", "linear"), ("normalize_before", True)):
-        if ea.get(key, expected) != expected:
-            raise ValueError(f"flow.encoder: {key}={ea.get(key)!r} is not supported (expected {expected!r})")
-    if ea.get("use_cnn_module") or ea.get("macaron_style"):
-        raise ValueError("flow.encoder: conformer conv/macaron modules are not supported")
-    encoder = EncoderConfig(
-        input_size=int(ea["input_size"]), output_size=int(ea.get("output_size", 256)),
-        attention_heads=int(ea.get("attention_heads", 4)), linear_units=int(ea.get("linear_units", 2048)),
-        num_blocks=int(ea.get("num_blocks", 6)), input_layer="linear", layer_type="conformer",
-        activation=str(ea.get("activation_type", "swish")), static_chunk_size=int(ea.get("static_chunk_size", 0)),
-        key_bias=bool(ea.get("key_bias", True)),
-    )
-    estimator = EstimatorConfig(
-        in_channels=int(est["in_channels"]), out_channels=int(est["out_channels"]),
-        channels=tuple(int(c) for c in est.get("channels", (256, 256))),
-        attention_head_dim=int(est.get("attention_head_dim", 64)), n_blocks=int(est.get("n_blocks", 1)),
-        num_mid_blocks=int(est.get("num_mid_blocks", 2)), num_heads=int(est.get("num_heads", 4)),
-        act_fn=str(est.get("act_fn", "gelu")),
-    )
-    cfm = CFMConfig(
-        in_channels=int(dec["in_channels"]), spk_emb_dim=int(dec.get("spk_emb_dim", 64)),
-        sigma_min=float(params.get("sigma_min", 1e-6)), t_scheduler=str(params.get("t_scheduler", "cosine")),
-        inference_cfg_rate=float(params.get("inference_cfg_rate", 0.7)), estimator=estimator,
-    )
-    return CausalFlowConfig(
-        input_size=int(fa.get("input_size", 512)), output_size=int(fa.get("output_size", 80)),
-        spk_embed_dim=int(fa.get("spk_embed_dim", 192)), vocab_size=int(fa.get("vocab_size", 4096)),
-        input_frame_rate=int(fa.get("input_frame_rate", 50)), token_mel_ratio=int(fa.get("token_mel_ratio", 2)),
-        pre_lookahead_len=int(fa.get("pre_lookahead_len", 3)), encoder=encoder, cfm=cfm,
-        estimator_chunk_size=int(est.get("static_chunk_size", 50)),
-        num_decoding_left_chunks=int(est.get("num_decoding_left_chunks", 2)),
-    )
 
 
 class CausalMaskedDiffWithXvec(nn.Module):

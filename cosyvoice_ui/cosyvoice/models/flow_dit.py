@@ -18,35 +18,17 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..config import CFMConfig
+from ..config import DiTConfig, DiTFlowConfig
 from .cfm_causal import CausalConditionalCFM
-from .estimators.dit import DiTConfig
 from .flow import FlowConditioning
 from .lookahead import PreLookaheadLayer
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class DiTFlowConfig:
-    """The flow's yaml arguments (upstream names); `cfm.estimator` is the estimator's `DiTConfig`.
-    pre_lookahead_channels: the `pre_lookahead_layer`'s hidden width (its yaml `channels`)."""
-
-    input_size: int
-    output_size: int
-    spk_embed_dim: int
-    vocab_size: int
-    input_frame_rate: int
-    token_mel_ratio: int
-    pre_lookahead_len: int
-    pre_lookahead_channels: int
-    cfm: CFMConfig
 
 
 class CausalMaskedDiffWithDiT(nn.Module):

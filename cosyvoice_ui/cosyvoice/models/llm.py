@@ -12,7 +12,7 @@ embedding (v1 instruct). The text encoder and the LLM are both causal.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 import torch
 import torch.nn.functional as F
@@ -57,6 +57,10 @@ class TransformerLM(nn.Module):
     @property
     def eos(self) -> int:
         return self.speech_token_size
+
+    def tokens_for_flow(self, tokens: Iterable[int]) -> Iterator[int]:
+        """The decoded tokens as the flow should receive them (v1: unchanged)."""
+        return iter(tokens)
 
     # --- inference layouts (after the strict load; the results no longer load `llm.pt`) ------------------
 

@@ -16,30 +16,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
 
 import torch
 from torch import nn
 
-from ..config import SamplingConfig
+from ..config import QwenLMConfig
 from .linears import column_major_linears, pack_linears, quantize_linears_int8
-from .qwen2 import Qwen2Config, Qwen2Encoder
+from .qwen2 import Qwen2Encoder
 from .sampling import Sampler
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class QwenLMConfig:
-    """Hyperparameters of a Qwen-based speech LLM: the yaml's `llm:` entry plus the backbone's config.json."""
-
-    llm_input_size: int
-    llm_output_size: int
-    speech_token_size: int
-    qwen: Qwen2Config
-    sampling: SamplingConfig = field(default_factory=SamplingConfig)
-    min_token_text_ratio: float = 2.0  # upstream's inference constants (code, not yaml)
-    max_token_text_ratio: float = 20.0
 
 
 def drop_long_silences(tokens: Iterable[int], silent_tokens: frozenset[int], max_run: int) -> Iterator[int]:

@@ -10,6 +10,7 @@ from ..examples import EXAMPLE_TEXT, example_available, example_voice
 from ..page import Page, approximate
 from ..requests import clone_meta
 from .controls import Controls, build_controls, wire_generate
+from .text_tools import build_text_tools
 
 EXAMPLES = [
     ["Hello! This voice was cloned from just a few seconds of audio.", 1],
@@ -46,6 +47,7 @@ def build_clone(page: Page) -> CloneTab:
                          label=t("voice_match"), visible=approximate(page.manager.info()))
         transcript = gr.Textbox(label=t("prompt_text"), placeholder=t("prompt_text_ph"), lines=1)
         text = gr.Textbox(label=t("text"), placeholder=t("text_ph"), lines=3)
+        build_text_tools(page, text, chips=False)
         with gr.Accordion(t("save_voice"), open=False, visible=page.saved.enabled):
             with gr.Row():
                 voice_name = gr.Textbox(label=t("voice_name"), scale=3)

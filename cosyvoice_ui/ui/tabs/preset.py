@@ -1,14 +1,16 @@
 """The preset-speaker tab: one of the model's preset speakers reads a text (a model without presets speaks
-with the default voice)."""
+with the default voice, and says which models have presets; where style instructions take a voice sample,
+it points to the instruct tab)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...types import EngineInfo
+from ...types import EngineInfo, Mode
 from ..page import Page
 from ..requests import sft_meta
 from .controls import Controls, build_controls, wire_generate
+from .text_tools import build_text_tools
 
 EXAMPLES = [  # text only: the speaker list depends on the loaded model
     ["你好，欢迎使用语音合成工作室。今天天气真不错。"],
@@ -19,6 +21,7 @@ EXAMPLES = [  # text only: the speaker list depends on the loaded model
 @dataclass(frozen=True)
 class PresetTab:
     note: object  # "this model has no presets"
+    instruct_note: object  # "instructions take a voice sample here: use the instruct tab"
     speaker: object
     text: object
     controls: Controls
@@ -29,7 +32,12 @@ class PresetTab:
 
         speakers = list(info.speakers) if info else []
         return {self.speaker: gr.update(choices=speakers, value=self.page.default_preset(info)),
-                self.note: gr.update(visible=not speakers)}
+                self.note: gr.update(visible=not speakers),
+                self.instruct_note: gr.update(visible=instruct_takes_voice(info))}
+
+
+def instruct_takes_voice(info: EngineInfo | None) -> bool:
+    return bool(info and info.instruct_voice and Mode.INSTRUCT in info.modes)
 
 
 def build_preset(page: Page) -> PresetTab:
@@ -38,9 +46,11 @@ def build_preset(page: Page) -> PresetTab:
     t, info = page.t, page.manager.info()
     with gr.Tab(t("tab_sft"), id="sft"):
         note = gr.Markdown(t("no_speakers_note"), visible=not (info and info.speakers))
+        instruct_note = gr.Markdown(t("preset_instruct_note"), visible=instruct_takes_voice(info))
         speaker = gr.Dropdown(list(info.speakers) if info else [], label=t("speaker"), value=page.default_preset(info))
         text = gr.Textbox(label=t("text"), placeholder=t("text_ph"), lines=3)
+        build_text_tools(page, text, chips=False)
         controls = build_controls(page)
         gr.Examples(EXAMPLES, inputs=[text], label=t("examples"))
     wire_generate(page, controls, {"speaker": speaker, "text": text}, sft_meta)
-    return PresetTab(note, speaker, text, controls, page)
+    return PresetTab(note, instruct_note, speaker, text, controls, page)

@@ -19,39 +19,14 @@ Not here: the ODE solver and guidance (the CFM), mu/cond/spks (the flow).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ...config import DiTConfig
 from .unet import SinusoidalPosEmb
 from .unet_causal import chunk_mask
-
-
-@dataclass(frozen=True)
-class DiTConfig:
-    """The estimator's yaml arguments (upstream names and class defaults). `static_chunk_size` is the
-    streaming attention chunk in mel frames (chunk tokens · token_mel_ratio)."""
-
-    dim: int
-    depth: int = 8
-    heads: int = 8
-    dim_head: int = 64
-    ff_mult: float = 4
-    mel_dim: int = 80
-    mu_dim: int | None = None  # None: mel_dim
-    spk_dim: int | None = None  # None: no speaker input (upstream's InputEmbedding then drops it)
-    # Stored but unused upstream: proj_out is always mel_dim wide and the streaming mask always sees every
-    # left chunk. Kept so the yaml's arguments are accepted as written.
-    out_channels: int | None = None
-    num_decoding_left_chunks: int = 2
-    static_chunk_size: int = 50
-    dropout: float = 0.1  # training only
-    long_skip_connection: bool = False
-    time_freq_dim: int = 256  # sinusoid width before time_mlp (upstream class constants, not yaml)
-    conv_pos_kernel: int = 31
-    conv_pos_groups: int = 16
 
 
 class TimestepEmbedding(nn.Module):

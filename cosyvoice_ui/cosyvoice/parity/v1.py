@@ -1,116 +1,28 @@
-"""`python -m cosyvoice_ui parity FIXTURE_DIR`: run every golden of an upstream fixture folder
-through this engine and print one row per stage (max abs diff vs tolerance).
-
-The fixture format is described in the folder's README.md (goldens as safetensors, shapes and
-tolerances in manifest.json). Random draws that upstream made are injected from the saved tensors
-or regenerated from the manifest's recipes, so every comparison is deterministic.
-"""
+"""The CosyVoice-300M goldens: Whisper tokenizer, `TransformerLM` (teacher-forced, greedy, seeded RAS),
+`MaskedDiffWithXvec` (conditioning, U-Net call, 10-step mel), HiFT at its rate (f0, source, waves, the legacy
+weight-norm spelling) and the upstream streaming schedule replayed with the manifest's per-draw seeds."""
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
-from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 
-from ..errors import CosyVoiceError
-from .checkpoint import read_state_dict
-from .config import read_yaml
-from .families import FAMILIES, FamilySpec, folder_family
-from .registry import BACKENDS, backend_for
+from ..checkpoint import read_state_dict
+from .common import ParityRun, StageResult, max_abs_diff
 
 
-@dataclass(frozen=True)
-class StageResult:
-    stage: str
-    diff: float  # max abs difference (or number of mismatching ids for exact stages)
-    tolerance: float
-    ok: bool
-    note: str = ""
+class TransformerLMParity(ParityRun):
+    """The stages of a fixture whose classes the registry has (`self.fx.backend`)."""
 
-
-def _diff(ours: torch.Tensor, golden: torch.Tensor) -> float:
-    ours, golden = ours.detach().cpu().double(), golden.detach().cpu().double()
-    if ours.shape != golden.shape:
-        return math.inf
-    return float((ours - golden).abs().max()) if ours.numel() else 0.0
-
-
-class Fixture:
-    """Access to one fixture folder's goldens and manifest."""
-
-    def __init__(self, path: Path, family: FamilySpec) -> None:
-        from safetensors.torch import load_file
-
-        self.path = path
-        self.family = family
-        self.backend = backend_for(family)
-        self.manifest = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
-        self._files = {f.name: load_file(str(f)) for f in sorted(path.glob("*_goldens.safetensors"))}
-        self.config = self.backend.parse_config(read_yaml(path / family.yaml_name), family.yaml_name)
-
-    @property
-    def streaming_addendum(self) -> str:
-        """The manifest's section on the family's streaming goldens (e.g. its chunk lengths and seeds)."""
-        return f"{self.family.name}_streaming"
-
-    def get(self, file: str, key: str) -> torch.Tensor:
-        return self._files[f"{file}_goldens.safetensors"][key]
-
-    def has(self, file: str) -> bool:
-        return f"{file}_goldens.safetensors" in self._files
-
-    def tolerance(self, file: str, key: str, default: float) -> float:
-        entry = self.manifest.get("tensors", {}).get(f"{file}_goldens.safetensors:{key}", {})
-        return float(entry.get("tolerance", {}).get("atol", default))
-
-
-class ParityRun:
-    """Collects stage results; each `check_*` method covers one golden group."""
-
-    def __init__(self, fixture: Fixture) -> None:
-        self.fx = fixture
-        self.results: list[StageResult] = []
-
-    def add(self, stage: str, ours: torch.Tensor, file: str, key: str, default_tol: float, note: str = "") -> None:
-        tol = self.fx.tolerance(file, key, default_tol)
-        diff = _diff(ours, self.fx.get(file, key))
-        self.results.append(StageResult(stage, diff, tol, diff <= tol, note))
-
-    def add_exact(self, stage: str, mismatches: int, note: str = "") -> None:
-        self.results.append(StageResult(stage, float(mismatches), 0.0, mismatches == 0, note))
-
-    def guarded(self, stage: str, fn: Callable[[], None]) -> None:
-        try:
-            fn()
-        except Exception as exc:  # a crash in one stage is reported as that stage failing
-            self.results.append(StageResult(stage, math.inf, 0.0, False, f"{type(exc).__name__}: {exc}"))
-
-    # --- frontend -----------------------------------------------------------------------------------
-
-    def check_frontend(self) -> None:
-        from .frontend import features
-
-        cfg = self.fx.config.mel
-        basis = features.slaney_mel_filters(cfg.sampling_rate, cfg.n_fft, cfg.num_mels, cfg.fmin, cfg.fmax)
-        self.add("frontend mel_basis", torch.from_numpy(basis), "frontend", "mel_basis", 1e-6)
-        wave22 = self.fx.get("frontend", "wave_22050")
-        self.add("frontend speech_feat_mel", features.matcha_mel(wave22, cfg), "frontend", "speech_feat_mel", 1e-4)
-        wave16 = self.fx.get("frontend", "wave_16k")
-        self.add("frontend whisper_log_mel_128", features.whisper_log_mel(wave16), "frontend",
-                 "whisper_log_mel_128", 1e-4)
-        fbank = features.kaldi_fbank(wave16[0])
-        self.add("frontend kaldi_fbank_80", fbank, "frontend", "kaldi_fbank_80", 1e-3)
-        self.add("frontend kaldi_fbank_80_cmn", features.campplus_features(wave16[0])[0], "frontend",
-                 "kaldi_fbank_80_cmn", 1e-3)
+    checks = (("frontend", "check_frontend"), ("tokenizer_goldens.json", "check_tokenizer"), ("llm", "check_llm"),
+              ("flow", "check_flow"), ("hift", "check_hift"), ("streaming", "check_streaming"))
 
     def check_tokenizer(self) -> None:
         goldens = json.loads((self.fx.path / "tokenizer_goldens.json").read_text(encoding="utf-8"))
         block = goldens["whisper_multilingual"]
-        tokenizer = self.fx.backend.text_tokenizer(self.fx.path)
+        tokenizer = self.fx.backend.text_tokenizer(self.fx.path, self.fx.config)
         wrong = sum(tokenizer.encode(case["text"]) != case["ids"] for case in block["cases"])
         wrong += sum(tokenizer.encode(tok) != [i] for tok, i in block.get("special_token_ids", {}).items())
         wrong += int(tokenizer.n_vocab != block.get("n_vocab", tokenizer.n_vocab))
@@ -119,8 +31,8 @@ class ParityRun:
     # --- LLM ------------------------------------------------------------------------------------------
 
     def check_llm(self) -> None:
-        from .models.sampling import RasSampler
-        from .precision import speed_up_llm
+        from ..models.sampling import RasSampler
+        from ..precision import speed_up_llm
 
         llm = self.fx.backend.load_llm(self.fx.config.llm, read_state_dict(self.fx.path / "llm.pt"))
         speed_up_llm(llm, "cpu")  # check the kernels the engine's stock precision actually runs
@@ -183,7 +95,7 @@ class ParityRun:
                     self.add(f"flow {case} encoder_proj_out", c.encoder_proj_out, "flow",
                              f"{case}.encoder_proj_out", 1e-4)
                     self.add(f"flow {case} mu", c.mu, "flow", f"{case}.mu", 1e-4)
-                    if f"{case}.est0_out" in self.fx._files["flow_goldens.safetensors"]:
+                    if self.fx.has("flow", f"{case}.est0_out"):
                         est = flow.decoder.estimator(g("est0_x"), g("est0_mask"), g("est0_mu"), g("est0_t"),
                                                      g("est0_spks"), g("est0_cond"))
                         self.add(f"flow {case} est0_out (U-Net)", est, "flow", f"{case}.est0_out", 1e-4)
@@ -198,7 +110,7 @@ class ParityRun:
         return self.fx.backend.load_vocoder(self.fx.config.hift, read_state_dict(self.fx.path / name))
 
     def check_hift(self) -> None:
-        from .models.nsf import NSFNoise
+        from ..models.nsf import NSFNoise
 
         hift = self._hift()
         for case, meta in self.fx.manifest["stages"]["hift"].items():
@@ -212,7 +124,7 @@ class ParityRun:
                     draws = NSFNoise.draw(1, hift.m_source.harmonics, n, torch.Generator().manual_seed(seed))
                     source = hift.source(g("f0"), noise=draws)
                     self.add(f"hift {case} source (golden f0)", source, "hift", f"{case}.source", 5e-4)
-                    if f"{case}.conv_post_out" in self.fx._files["hift_goldens.safetensors"]:
+                    if self.fx.has("hift", f"{case}.conv_post_out"):
                         self.add(f"hift {case} conv_post_out", hift.decode_to_spectrum(mel, g("source")), "hift",
                                  f"{case}.conv_post_out", 1e-4)
                     self.add(f"hift {case} wave (golden source)", hift.decode(mel, g("source")), "hift",
@@ -227,7 +139,7 @@ class ParityRun:
                 other = self._hift(legacy.name)
                 mel, source = self.fx.get("hift", "H1_frontend_mel.mel"), self.fx.get("hift", "H1_frontend_mel.source")
                 with torch.inference_mode():
-                    diff = _diff(other.decode(mel, source), hift.decode(mel, source))
+                    diff = max_abs_diff(other.decode(mel, source), hift.decode(mel, source))
                 self.results.append(StageResult("hift legacy weight_g/weight_v load", diff, 0.0, diff == 0.0,
                                                 "same output as the new spelling"))
 
@@ -236,8 +148,8 @@ class ParityRun:
     # --- streaming ------------------------------------------------------------------------------------
 
     def check_streaming(self) -> None:
-        from .models.nsf import NSFNoise
-        from .streaming import FlowPrompt
+        from ..models.nsf import NSFNoise
+        from ..streaming import FlowPrompt
 
         meta = self.fx.manifest["addenda"][self.fx.streaming_addendum]
         flow = self.fx.backend.load_flow(self.fx.config.flow, read_state_dict(self.fx.path / "flow.pt"))
@@ -283,45 +195,6 @@ class ParityRun:
         self.guarded("streaming S1", run)
 
     def run_all(self) -> list[StageResult]:
-        self.guarded("frontend", self.check_frontend)
-        if (self.fx.path / "tokenizer_goldens.json").is_file():
-            self.guarded("tokenizer", self.check_tokenizer)
-        if self.fx.has("llm"):
-            self.guarded("llm", self.check_llm)
-        if self.fx.has("flow"):
-            self.guarded("flow", self.check_flow)
-        if self.fx.has("hift"):
-            self.guarded("hift", self.check_hift)
-        if self.fx.has("streaming") and self.fx.streaming_addendum in self.fx.manifest.get("addenda", {}):
-            self.guarded("streaming", self.check_streaming)
-        return self.results
-
-
-def run_parity(fixture_dir: Path) -> list[StageResult]:
-    """Every stage result for a fixture folder of a family the registry has. Raises CosyVoiceError for
-    other folders."""
-    family = folder_family(fixture_dir)
-    if family is None or family not in BACKENDS:
-        found = [f.yaml_name for f in FAMILIES if (fixture_dir / f.yaml_name).is_file()]
-        runnable = ", ".join(f"{f.title} ({f.yaml_name})" for f in FAMILIES if f in BACKENDS)
-        raise CosyVoiceError(f"{fixture_dir} holds {', '.join(found) or 'no model yaml'}; this engine checks "
-                             f"fixtures of {runnable} only")
-    return ParityRun(Fixture(fixture_dir, family)).run_all()
-
-
-def format_table(results: list[StageResult]) -> str:
-    width = max(len(r.stage) for r in results) if results else 10
-    lines = [f"{'stage':<{width}}  {'max abs diff':>12}  {'tolerance':>9}  ok"]
-    for r in results:
-        diff = "crash" if math.isinf(r.diff) else f"{r.diff:.3g}"
-        lines.append(f"{r.stage:<{width}}  {diff:>12}  {r.tolerance:>9.1g}  {'yes' if r.ok else 'NO'}"
-                     + (f"  ({r.note})" if r.note else ""))
-    return "\n".join(lines)
-
-
-def verdict(results: list[StageResult]) -> tuple[bool, str]:
-    """(passed, the closing line: "parity: PASS (62 stages)" or "parity: FAIL (2 of 62 stages)")."""
-    failed = sum(not r.ok for r in results)
-    if failed:
-        return False, f"parity: FAIL ({failed} of {len(results)} stages)"
-    return True, f"parity: PASS ({len(results)} stages)"
+        if self.fx.streaming_addendum not in self.fx.manifest.get("addenda", {}):
+            self.checks = tuple(c for c in self.checks if c[1] != "check_streaming")
+        return super().run_all()

@@ -1,0 +1,144 @@
+"""Speech tokens → waveform for the Qwen2-LM generations (v2, v3): whole, or streamed with look-ahead.
+
+Token schedule (cosyvoice-models.md §7.4, both generations): chunk boundaries sit on multiples of the
+first hop (25 tokens) counted from the start of the flow prompt, so the first chunk takes
+`hop + prompt_pad` tokens (`prompt_pad = ceil(P/25)·25 − P`); later hops grow 25 → 50 → 100. A chunk is
+rendered once `hop + pre_lookahead_len` tokens past the emitted ones wait: the flow re-runs on *all*
+tokens so far with chunk-causal attention (`streaming=True, finalize=False`, the last 3 tokens being
+look-ahead only), and the mel from frame `ratio · offset` on is the chunk's. The last call runs every token
+with `finalize=True` and full attention (upstream's choice, §7.4 QUIRK). The hop is reset per segment
+(upstream keeps the grown hop on the model, a quirk we do not copy).
+
+Vocoders:
+* `ChunkedVocoderStream` (v2, non-causal HiFT): the v1 way minus the mel cross-fade: the last 8 mel frames
+  and 3840 source samples are re-run at the head of the next chunk and the speech is cross-faded there.
+* `CausalVocoderStream` (v3, causal HiFT): the whole mel so far is re-vocoded each chunk
+  (`finalize=False` withholds the look-ahead frames' audio, §5.8) and only the samples not yet emitted go out.
+
+Not here: the LLM, text handling, or anything about requests.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Iterator
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from .families import StreamingSpec
+from .streaming import FlowPrompt, fade_in_out
+
+
+class _QwenTokenToWave:
+    """Renders one segment's tokens (one instance per segment). `render(tokens, finalize, speed)` renders
+    the whole list at once; `chunk(tokens, offset, finalize)` renders the mel past `offset` tokens of a
+    streamed list (every token so far is passed each time)."""
+
+    def __init__(self, flow: torch.nn.Module, hift: torch.nn.Module, spec: StreamingSpec, prompt: FlowPrompt,
+                 generator: torch.Generator | None, n_timesteps: int | None = None) -> None:
+        self.flow, self.hift, self.spec, self.prompt = flow, hift, spec, prompt
+        self.generator = generator
+        self.n_timesteps = n_timesteps
+
+    @property
+    def prompt_tokens(self) -> int:
+        return self.prompt.prompt_token.size(1)
+
+    def _mel(self, tokens: torch.Tensor, offset: int, streaming: bool, finalize: bool) -> torch.Tensor:
+        device = self.prompt.embedding.device
+        mel, _ = self.flow.inference(tokens.to(device), self.prompt.prompt_token, self.prompt.prompt_feat,
+                                     self.prompt.embedding, streaming=streaming, finalize=finalize,
+                                     n_timesteps=self.n_timesteps)
+        return mel[:, :, self.flow.generated_frames(offset):]
+
+    def __call__(self, tokens: torch.Tensor, finalize: bool = True, speed: float = 1.0) -> torch.Tensor:
+        """tokens [1, N] (the whole segment) → speech [1, S]."""
+        mel = self._mel(tokens, 0, streaming=False, finalize=True)
+        if speed != 1.0:
+            mel = F.interpolate(mel, size=int(mel.shape[2] / speed), mode="linear")
+        return self._vocode_whole(mel)
+
+    def chunk(self, tokens: torch.Tensor, offset: int, finalize: bool) -> torch.Tensor:
+        """tokens [1, N]: every token so far; the speech of the mel past `offset` tokens → [1, S]."""
+        return self._vocode_chunk(self._mel(tokens, offset, streaming=not finalize, finalize=finalize), finalize)
+
+    def _vocode_whole(self, mel: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def _vocode_chunk(self, mel: torch.Tensor, finalize: bool) -> torch.Tensor:
+        raise NotImplementedError
+
+
+class ChunkedVocoderStream(_QwenTokenToWave):
+    """v2: HiFT over each new mel slice, with the mel / NSF source cache and the speech cross-fade."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.speech_window = np.hamming(2 * self.spec.source_cache_len)
+        self.cache: dict[str, torch.Tensor] | None = None
+
+    def _vocode_whole(self, mel: torch.Tensor) -> torch.Tensor:
+        speech, _ = self.hift.inference(mel, generator=self.generator)
+        return speech
+
+    def _vocode_chunk(self, mel: torch.Tensor, finalize: bool) -> torch.Tensor:
+        cache_source = None
+        if self.cache is not None:
+            mel = torch.cat([self.cache["mel"], mel], dim=2)
+            cache_source = self.cache["source"]
+        speech, source = self.hift.inference(mel, cache_source=cache_source, generator=self.generator)
+        if self.cache is not None:
+            speech = fade_in_out(speech, self.cache["speech"], self.speech_window)
+        if finalize:
+            return speech
+        keep = self.spec.source_cache_len
+        self.cache = {"mel": mel[:, :, -self.spec.mel_cache_len:], "source": source[:, :, -keep:],
+                      "speech": speech[:, -keep:]}
+        return speech[:, :-keep]
+
+
+class CausalVocoderStream(_QwenTokenToWave):
+    """v3: the causal HiFT re-run on the accumulated mel; only samples not emitted before go out."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.mel: torch.Tensor | None = None
+        self.emitted = 0
+
+    def _vocode_whole(self, mel: torch.Tensor) -> torch.Tensor:
+        speech, _ = self.hift.inference(mel, True)
+        return speech
+
+    def _vocode_chunk(self, mel: torch.Tensor, finalize: bool) -> torch.Tensor:
+        self.mel = mel if self.mel is None else torch.cat([self.mel, mel], dim=2)
+        speech, _ = self.hift.inference(self.mel, finalize)
+        new = speech[:, self.emitted:]
+        self.emitted += new.size(1)
+        return new
+
+
+def stream_with_lookahead(tokens: Iterable[int], render: _QwenTokenToWave,
+                          spec: StreamingSpec) -> Iterator[tuple[torch.Tensor, bool]]:
+    """Drive `render.chunk` over a growing token stream with the v2/v3 schedule (module docstring).
+    Yields (speech [1, S], is_last)."""
+    seen: list[int] = []
+    offset = 0
+    base = spec.token_first_hop_len
+    prompt_pad = math.ceil(render.prompt_tokens / base) * base - render.prompt_tokens
+    hop_len = base
+    hop = hop_len + prompt_pad
+    for token in tokens:
+        seen.append(int(token))
+        if len(seen) - offset >= hop + spec.pre_lookahead_len:
+            end = offset + hop + spec.pre_lookahead_len
+            yield render.chunk(torch.tensor([seen[:end]], dtype=torch.long), offset, False), False
+            offset += hop
+            hop_len = min(spec.token_max_hop_len, max(spec.token_min_hop_len,
+                                                      int(hop_len * spec.stream_scale_factor)))
+            hop = hop_len
+    if not seen:
+        yield torch.zeros(1, 0), True
+        return
+    yield render.chunk(torch.tensor([seen], dtype=torch.long), offset, True), True
