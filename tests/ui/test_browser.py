@@ -283,3 +283,52 @@ def test_phone_first_screen_is_short_and_localised(offline_url: str, browser, lo
     state.get_by_text(labels["state_unloaded"], exact=False).first.wait_for(timeout=10_000)
     assert bool(CJK.search(state.inner_text())) == zh, state.inner_text()
     context.close()
+
+
+@pytest.fixture(scope="module")
+def v3_url(tiny_v3: Path, tmp_path_factory):
+    """The app on a tiny CosyVoice3 folder (instruct takes a voice; a list of known-good instructions)."""
+    work = tmp_path_factory.mktemp("app-v3")
+    yield from _serve(work, "--model-dir", str(tiny_v3), "--models-dir", str(work / "models"))
+
+
+def _result_wave(page, scope, base_url: str, path: Path) -> tuple[np.ndarray, int]:
+    """The audio behind the download link of the result in `scope` (the page or a tab)."""
+    link = scope.locator(".result-file a[download]").filter(visible=True).first
+    link.wait_for(timeout=180_000)
+    href = link.get_attribute("href")
+    path.write_bytes(page.request.get(href if href.startswith("http") else base_url.rstrip("/") + href).body())
+    wave, rate = sf.read(path)
+    assert np.isfinite(wave).all() and np.abs(wave).max() > 0
+    return wave, rate
+
+
+def test_v3_clone_and_instruct_with_a_dialect(v3_url: str, browser, prompt_wav: Path, tmp_path: Path) -> None:
+    context = browser.new_context(locale="en-US", viewport={"width": 1280, "height": 1000})
+    page = context.new_page()
+    page.set_default_timeout(60_000)
+    page.goto(v3_url, wait_until="networkidle")
+    # (a) the 3-second clone tab: sample, transcript, text.
+    page.locator("input[type=file]").first.set_input_files(str(prompt_wav))
+    page.get_by_label("Transcript of the voice sample").fill("hello there, how are you today")
+    page.get_by_label("Text to speak").first.fill("Hello world, a browser test.")
+    page.get_by_role("button", name="Generate").first.click()
+    wave, rate = _result_wave(page, page, v3_url, tmp_path / "clone.wav")
+    assert rate == 24000 and 0.1 < len(wave) / rate < 20.0
+
+    # (b) cross-lingual / instruct tab → instruct, a dialect from the model's list, a sample.
+    page.get_by_role("tab", name="Cross-lingual / instruct").click()
+    panel = page.get_by_role("tabpanel").filter(visible=True).first
+    panel.get_by_label("Describe the speaking style in words").check()
+    picker = panel.get_by_label("Known-good instructions for this model", exact=False)
+    picker.wait_for(state="visible")
+    picker.click()
+    page.get_by_role("option", name="Dialect · Sichuanese").first.click()
+    instruction = panel.get_by_label("Style instruction")
+    page.wait_for_function("el => el.value.includes('四川话')", arg=instruction.element_handle(), timeout=10_000)
+    panel.locator("input[type=file]").first.set_input_files(str(prompt_wav))
+    panel.get_by_label("Text to speak").fill("Good morning, how are you?")
+    panel.get_by_role("button", name="Generate").click()
+    wave, rate = _result_wave(page, panel, v3_url, tmp_path / "instruct.wav")
+    assert rate == 24000 and 0.1 < len(wave) / rate < 20.0
+    context.close()
