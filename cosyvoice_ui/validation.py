@@ -21,10 +21,10 @@ DEFAULT_INSTRUCT_EXAMPLE = "A female speaker with a calm, slow voice."
 # The one table of which official model serves a mode (named in "this model can't do that" messages).
 MODE_HINTS = {
     Mode.SFT: "CosyVoice-300M-SFT (preset speakers)",
-    Mode.INSTRUCT: "CosyVoice-300M-Instruct",
-    Mode.ZERO_SHOT: "CosyVoice-300M (or -SFT)",
-    Mode.CROSS_LINGUAL: "CosyVoice-300M (or -SFT)",
-    Mode.VC: "CosyVoice-300M",
+    Mode.INSTRUCT: "CosyVoice-300M-Instruct, CosyVoice2-0.5B or Fun-CosyVoice3-0.5B",
+    Mode.ZERO_SHOT: "CosyVoice-300M (or -SFT), CosyVoice2-0.5B or Fun-CosyVoice3-0.5B",
+    Mode.CROSS_LINGUAL: "CosyVoice-300M (or -SFT), CosyVoice2-0.5B or Fun-CosyVoice3-0.5B",
+    Mode.VC: "CosyVoice-300M, CosyVoice2-0.5B or Fun-CosyVoice3-0.5B",
 }
 
 

@@ -96,6 +96,11 @@ def test_apply_fills_in_only_where_no_voice_is_named(tmp_path: Path) -> None:
     # instruct without a preset never silently drops the instruction
     instruct = SynthesisRequest(Mode.INSTRUCT, text="hi", instruct_text="sadly")
     assert resolver.apply(instruct, V1_BASE, mode_given=False) == (instruct, None)
+    # CosyVoice2/3 take an instruction in a cloned voice: a base model's default voice speaks it
+    v3_base = EngineInfo("Fun-CosyVoice3-0.5B", "v3", 24000, (Mode.ZERO_SHOT, Mode.CROSS_LINGUAL, Mode.INSTRUCT,
+                                                              Mode.VC), instruct_voice=True)
+    request, ref = resolver.apply(instruct, v3_base, mode_given=True)
+    assert (request.mode, request.speaker, ref.kind) == (Mode.INSTRUCT, BUILTIN_ID, "builtin")
     # a recording is a voice: left alone
     clone = SynthesisRequest(Mode.ZERO_SHOT, text="hi", prompt_audio=voice_clip(4.0), prompt_text="x")
     assert resolver.apply(clone, V1_BASE) == (clone, None)

@@ -146,6 +146,9 @@ class VoiceResolver:
         if ref is None:
             return request, None
         mode = request.mode
+        if mode is Mode.INSTRUCT and info is not None and info.instruct_voice:
+            # CosyVoice2/3 follow an instruction in a cloned voice: the default voice is that voice.
+            return (request, None) if ref.is_preset else (replace(request, speaker=ref.id), ref)
         if mode in (Mode.SFT, Mode.INSTRUCT):
             if ref.is_preset:
                 return replace(request, speaker=ref.id), None
