@@ -1,15 +1,18 @@
 """Benchmark the CosyVoice engine on a fixed workload, per stage, against a floor measured on this machine.
 
     python benchmarks/bench_engine.py                      # full-size CosyVoice-300M, random weights
+    python benchmarks/bench_engine.py --family v3          # full-size Fun-CosyVoice3-0.5B (v2: CosyVoice2-0.5B)
     python benchmarks/bench_engine.py --precision fast --deviation
     python benchmarks/bench_engine.py --model-dir pretrained_models/CosyVoice-300M
     python benchmarks/bench_engine.py --tiny --json        # seconds; what CI runs (no timing checks)
 
-Model: the official CosyVoice-300M architecture and file format with random weights (same bytes and
-FLOPs as the real model), written once to --cache-dir and loaded through the real loader (torch.load +
-strict load_state_dict), so `load_s` is the real load path; or a real folder with --model-dir.
+Model: the official architecture and file format of the family (v1 CosyVoice-300M, v2 CosyVoice2-0.5B, v3
+Fun-CosyVoice3-0.5B) with random weights (same bytes and FLOPs as the real model), written once to
+--cache-dir and loaded through the real loader (torch.load + strict load_state_dict), so `load_s` is the
+real load path; or a real folder with --model-dir.
 
-Workload (performance-facts.md §7): see workload.py. Reported per stage (medians, with min/max):
+Workload (performance-facts.md §7 and §12; 5 s from a 5 s prompt at the family's token rate): see
+workload.py. Reported per stage (medians, with min/max):
 frontend (once, then again for the same voice: a cache hit), LLM prefill, LLM decode tokens/s, flow,
 HiFT; overall RTF, streaming first-chunk latency, load time, peak RSS.
 
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import inspect
 import json
 import logging
 import resource
@@ -42,7 +46,7 @@ import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
 from cosyvoice_ui.cosyvoice.engine import load_engine  # noqa: E402
-from cosyvoice_ui.cosyvoice.families import VARIANT_FILE  # noqa: E402
+from cosyvoice_ui.cosyvoice.families import V1, V2, V3, VARIANT_FILE  # noqa: E402
 from cosyvoice_ui.cosyvoice.models.linears import PackedLinear  # noqa: E402
 from cosyvoice_ui.cosyvoice.precision import FastSettings  # noqa: E402
 from cosyvoice_ui.testing.signals import voice_clip  # noqa: E402
@@ -56,25 +60,29 @@ DEFAULT_CACHE = Path(tempfile.gettempdir()) / "cosyvoice_ui_bench"
 
 # --- model folders ---------------------------------------------------------------------------------
 
-def full_size_folder(cache_dir: Path, seed: int = 0) -> Path:
-    """A full-size random CosyVoice-300M folder (≈1.7 GB), written once (in a child process, so its
-    build does not count towards this process's peak RSS) and reused."""
-    folder = cache_dir / f"CosyVoice-300M-random-seed{seed}"
+FAMILIES = {"v1": V1, "v2": V2, "v3": V3}
+FULL_SIZE_NAMES = {"v1": "CosyVoice-300M", "v2": "CosyVoice2-0.5B", "v3": "Fun-CosyVoice3-0.5B"}
+
+
+def full_size_folder(cache_dir: Path, family: str = "v1", seed: int = 0) -> Path:
+    """A full-size random folder of `family` (v1 ≈1.7 GB, v2 ≈2.6 GB, v3 ≈3.4 GB), written once (in a child
+    process, so its build does not count towards this process's peak RSS) and reused."""
+    folder = cache_dir / f"{FULL_SIZE_NAMES[family]}-random-seed{seed}"
     if (folder / VARIANT_FILE).is_file():
         return folder
     partial = cache_dir / (folder.name + ".partial")
     cache_dir.mkdir(parents=True, exist_ok=True)
     log.warning("writing the full-size random model to %s (once; about a minute)", folder)
     subprocess.run([sys.executable, "-m", "cosyvoice_ui.testing.tiny_model", str(partial), "--full-size",
-                    "--seed", str(seed)], check=True, cwd=REPO, stdout=subprocess.DEVNULL)
+                    "--family", family, "--seed", str(seed)], check=True, cwd=REPO, stdout=subprocess.DEVNULL)
     partial.rename(folder)
     return folder
 
 
-def tiny_folder(scratch: Path) -> Path:
+def tiny_folder(scratch: Path, family: str = "v1") -> Path:
     from cosyvoice_ui.testing.tiny_model import write_tiny_model
 
-    return write_tiny_model(scratch / "tiny")
+    return write_tiny_model(scratch / f"tiny-{family}", family=family)
 
 
 def is_random(folder: Path) -> bool:
@@ -95,12 +103,13 @@ def measure_machine(threads: int | None, small: bool) -> dict[str, float]:
 
 
 def llm_bytes_per_token(llm: nn.Module) -> int:
-    """Weight bytes one decoding step reads: the LLM's layers and output head. `linear_pos` is left
-    out: its projections are computed once per decode, not per token."""
+    """Weight bytes one decoding step reads: the LLM's layers and output head. Left out: v1's `linear_pos`
+    (its projections are computed once per decode, not per token), and the Qwen2 backbone's text table and
+    tied `lm_head` (a step reads one embedding row, and the speech head is `llm_decoder`)."""
     total = 0
     for part in (llm.llm, llm.llm_decoder):
         for name, module in part.named_modules():
-            if name.endswith("linear_pos"):
+            if name.endswith(("linear_pos", "embed_tokens", "lm_head")):
                 continue
             for p in module.parameters(recurse=False):
                 total += p.numel() * p.element_size()
@@ -129,12 +138,17 @@ def count_flops(engine, model_input, tokens: list[int], seed: int) -> tuple[int,
     mapping = {torch.ops.aten._scaled_dot_product_flash_attention_for_cpu: _sdpa_cpu_flops}
     prompt = engine._flow_prompt(model_input)
     generator = torch.Generator().manual_seed(seed)
+
+    def seeded(fn) -> dict:  # v1 and the 24 kHz HiFT draw noise from a generator; v2/v3 flows use fixed noise
+        return {"generator": generator} if "generator" in inspect.signature(fn).parameters else {}
+
     with torch.inference_mode():
         with FlopCounterMode(display=False, custom_mapping=mapping) as flow_counter:
             mel, _ = engine.flow.inference(torch.tensor([tokens]), prompt.prompt_token, prompt.prompt_feat,
-                                           prompt.embedding, generator=generator, n_timesteps=engine.n_timesteps)
+                                           prompt.embedding, n_timesteps=engine.n_timesteps,
+                                           **seeded(engine.flow.inference))
         with FlopCounterMode(display=False, custom_mapping=mapping) as hift_counter:
-            engine.hift.inference(mel, generator=generator)
+            engine.hift.inference(mel, **seeded(engine.hift.inference))
     return flow_counter.get_total_flops(), hift_counter.get_total_flops()
 
 
@@ -160,14 +174,13 @@ def run(args: argparse.Namespace, scratch: Path) -> dict:
     """The whole benchmark; `scratch` is a temporary folder (the tiny model is written there)."""
     if args.threads:
         torch.set_num_threads(args.threads)
-    workload = Workload(output_tokens=args.tokens)
     cache_dir = Path(args.cache_dir)
     if args.model_dir:
         folder = Path(args.model_dir)
     elif args.tiny:
-        folder = tiny_folder(scratch)
+        folder = tiny_folder(scratch, args.family)
     else:
-        folder = full_size_folder(cache_dir)
+        folder = full_size_folder(cache_dir, args.family)
     random_weights = is_random(folder)
     machine = measure_machine(args.threads, small=args.tiny)
 
@@ -175,6 +188,8 @@ def run(args: argparse.Namespace, scratch: Path) -> dict:
     engine = load_engine(folder, device="cpu", precision=args.precision, threads=args.threads,
                          n_timesteps=args.n_timesteps)
     load_s = time.perf_counter() - start
+    family = engine.folder.family
+    workload = Workload.for_family(family.token_rate, family.mel_rate, args.tokens)
     if args.upstream_schedule:
         engine.streaming_spec = engine.folder.family.upstream_streaming
 
@@ -246,7 +261,8 @@ def run(args: argparse.Namespace, scratch: Path) -> dict:
         "flops_source": "torch.utils.flop_counter on this workload (flow and HiFT, one whole-utterance call each)",
         "machine": machine,
         "engine": dataclasses.asdict(engine.info.precision),
-        "model": {"folder": folder.name, "random_weights": random_weights, "tiny": bool(args.tiny)},
+        "model": {"folder": folder.name, "family": family.name, "random_weights": random_weights,
+                  "tiny": bool(args.tiny)},
         "workload": workload.describe(),
         "torch": torch.__version__,
     }
@@ -316,12 +332,15 @@ def format_report(r: dict) -> str:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     src = p.add_mutually_exclusive_group()
-    src.add_argument("--model-dir", type=Path, help="a real CosyVoice-300M folder (default: full-size random weights)")
+    src.add_argument("--model-dir", type=Path, help="a real model folder (default: full-size random weights)")
     src.add_argument("--tiny", action="store_true",
                      help="tiny random model, 60 tokens, 1 run, 1 thread: seconds (smoke test, CI)")
+    p.add_argument("--family", default="v1", choices=sorted(FAMILIES),
+                   help="architecture of the random model: v1 CosyVoice-300M, v2 CosyVoice2-0.5B, v3 Fun-CosyVoice3-0.5B")
     p.add_argument("--precision", default="stock", choices=["stock", "fast"])
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
-    p.add_argument("--tokens", type=int, default=250, help="speech tokens to decode (EOS ignored)")
+    p.add_argument("--tokens", type=int, default=None,
+                   help="speech tokens to decode, EOS ignored (default: 5 s at the family's rate, v1 250, v2/v3 125)")
     p.add_argument("--runs", type=int, default=3, help="offline runs (median reported)")
     p.add_argument("--stream-runs", type=int, default=2, help="streaming runs (0: skip)")
     p.add_argument("--n-timesteps", type=int, default=None, help="override the flow's Euler steps")

@@ -1,8 +1,9 @@
 """The fixed benchmark workload and the per-stage clock used by `bench_engine.py`.
 
-Workload (performance-facts.md §7, so numbers compare with upstream measured there): zero-shot, text
-40 + prompt text 20 ids, a 5 s prompt (250 speech tokens, 430 mel frames), exactly 250 output tokens
-(EOS ignored), so every run does the same work whatever the weights.
+Workload (performance-facts.md §7 and §12, so numbers compare with upstream measured there): zero-shot,
+text 40 + prompt text 20 ids, a 5 s prompt and exactly 5 s of output tokens (EOS ignored), so every run does
+the same work whatever the weights: v1 250 prompt tokens, 430 mel frames, 250 output tokens; v2/v3 (25 Hz
+tokens, 50 Hz mel) 125, 250 and 125.
 """
 
 from __future__ import annotations
@@ -33,6 +34,14 @@ class Workload:
     prompt_seconds: float = 5.0
     output_tokens: int = 250
 
+    @classmethod
+    def for_family(cls, token_rate: int, mel_rate: float, output_tokens: int | None = None) -> Workload:
+        """The same 5 s prompt and 5 s of output at a family's token and mel rates (v1: 250 tokens and 430
+        frames; v2/v3: 125 tokens and 250 frames, as upstream was measured in performance-facts.md §7 and §12)."""
+        seconds = cls.prompt_seconds
+        return cls(prompt_speech_tokens=int(token_rate * seconds), prompt_mel_frames=int(mel_rate * seconds),
+                   output_tokens=output_tokens if output_tokens is not None else int(token_rate * seconds))
+
     def describe(self) -> str:
         return (f"zero-shot, text {self.text_tokens} + prompt text {self.prompt_text_tokens} ids, "
                 f"{self.prompt_seconds:g} s prompt ({self.prompt_speech_tokens} tokens, {self.prompt_mel_frames} mel "
@@ -53,8 +62,10 @@ def _fit_time(x: torch.Tensor, n: int) -> torch.Tensor:
 
 def build_input(engine, features: PromptFeatures, workload: Workload) -> ModelInput:
     """The workload's model input, from real prompt features cut or repeated to the exact sizes."""
-    ids = _fit_ids(engine.tokenizer.encode(TEXT), workload.text_tokens)
-    prompt_ids = _fit_ids(engine.tokenizer.encode(PROMPT_TEXT), workload.prompt_text_tokens)
+    ids = _fit_ids(engine.tokenizer.encode(engine.recipe.spoken_text(Mode.ZERO_SHOT, TEXT)), workload.text_tokens)
+    # The family's own prompt text (v3: the system prompt and <|endofprompt|> in front), cut at the end.
+    prompt_text = engine.recipe.prompt_text(Mode.ZERO_SHOT, PROMPT_TEXT)
+    prompt_ids = _fit_ids(engine.tokenizer.encode(prompt_text), workload.prompt_text_tokens)
     prompt = PromptFeatures(_fit_time(features.speech_tokens, workload.prompt_speech_tokens),
                             _fit_time(features.mel, workload.prompt_mel_frames), features.embedding)
     return engine.recipe.assemble(Mode.ZERO_SHOT, ids, prompt_text_ids=prompt_ids, prompt=prompt)

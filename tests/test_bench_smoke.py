@@ -46,3 +46,17 @@ def test_tiny_benchmark_fast_mode_and_deviation() -> None:
     for numbers in deviation["flow"].values():
         assert isinstance(numbers["mel_l1"], float) and isinstance(numbers["wave_snr_db"], float)
     assert 0.0 <= deviation["llm_int8"]["top1_agreement"] <= 1.0
+
+
+@pytest.mark.parametrize("family", ["v2", "v3"])
+def test_tiny_benchmark_runs_the_qwen_families(family: str) -> None:
+    result = _bench("--family", family, "--runs", "1", "--stream-runs", "1")
+    assert result["model"]["family"] == family
+    # The workload is the v2/v3 one: a 5 s prompt is 125 tokens at 25 Hz and 250 mel frames at 50 Hz.
+    assert "5 s prompt (125 tokens, 250 mel frames)" in result["workload"]
+    assert result["tokens"] <= 60 and result["audio_s"] > 0
+    for key in NUMBERS:
+        assert isinstance(result[key], float) and result[key] > 0, key
+    # Per-token bytes leave out the Qwen text table (151936 rows): the tiny LLM reads far less than it.
+    assert result["floor"]["llm_bytes_per_token"] < 151936 * 32 * 4
+    assert result["streaming"]["chunks"] >= 2

@@ -223,3 +223,30 @@ def test_server_keeps_serving_concurrent_requests(remote, local_engine) -> None:
         response = results[f"bad{i}"]
         assert 400 <= response.status_code < 500 and response.json()["error"]["code"] == code, response.text
     assert health_codes and set(health_codes) == {200}
+
+
+def test_thin_client_reads_the_family_facts_of_a_v3_instance(tiny_v3: Path, tmp_path: Path) -> None:
+    """A thin client in front of a CosyVoice3 box offers the same instruction list, tag chips, pronunciation
+    hints and Japanese caveat as a local v3 model, and knows instruct takes a voice there."""
+    from cosyvoice_ui.serving.remote import info_from_models
+
+    settings = Settings(model_dir=tiny_v3, voices_dir=tmp_path / "v3-voices", device="cpu", idle_unload_s=0)
+    manager = create_manager(settings)
+    app = FastAPI()
+    add_routes(app, manager, settings)
+    try:
+        payload = TestClient(app).get("/v1/models").json()
+        local = load_engine(tiny_v3, device="cpu").info
+        remote_info = info_from_models(payload, "http://gpu-box:7860")
+    finally:
+        manager.shutdown()
+    assert remote_info.instructions == local.instructions and len(local.instructions) > 10
+    assert {i.category for i in remote_info.instructions} >= {"dialect", "emotion"}
+    assert remote_info.text_tags == local.text_tags and "[breath]" in remote_info.text_tags
+    assert remote_info.pronunciation == local.pronunciation and remote_info.text_caveats == ("ja_kanji",)
+    assert remote_info.instruct_voice is True and Mode.INSTRUCT in remote_info.modes
+    # An older instance without these fields still describes itself (empty pickers).
+    older = {"data": [{k: v for k, v in payload["data"][0].items()
+                       if k not in ("instructions", "text_tags", "pronunciation", "text_caveats", "instruct_needs")}]}
+    bare = info_from_models(older, "http://old-box:7860")
+    assert bare.instructions == () and bare.text_tags == () and bare.instruct_voice is False

@@ -20,7 +20,8 @@ import numpy as np
 from .. import audio as audio_utils
 from ..engine import Engine, raise_if_cancelled, report
 from ..errors import CosyVoiceError, InvalidRequest
-from ..types import Audio, AudioChunk, CheckedRequest, EngineInfo, Mode, ProgressCallback, SynthesisRequest
+from ..types import (Audio, AudioChunk, CheckedRequest, EngineInfo, Instruction, Mode, ProgressCallback,
+                     SynthesisRequest)
 
 log = logging.getLogger(__name__)
 
@@ -92,10 +93,22 @@ def info_from_models(payload: dict, url: str) -> EngineInfo:
             modes=tuple(Mode.parse(m) for m in model["modes"]), speakers=tuple(model.get("speakers", ())),
             device=f"remote {model.get('device', '?')}", streaming=bool(model.get("streaming", True)),
             instruct_examples=tuple(model.get("instruct_examples", ())), notes=str(model.get("notes", "")),
-            backend=f"remote {url}")
+            backend=f"remote {url}", **_remote_capabilities(model))
     except (KeyError, IndexError, TypeError, ValueError) as exc:
         raise RemoteError(f"{url} did not answer /v1/models like a CosyVoice Studio instance ({exc}); check "
                           "--engine-url") from exc
+
+
+def _remote_capabilities(model: dict) -> dict:
+    """The family facts a remote `/v1/models` entry carries (instructions, tags, pronunciation hints, text
+    caveats, what instruct speaks with), so the thin client's UI offers the same pickers and hints. An older
+    instance without them gives empty ones."""
+    instructions = tuple(Instruction(category=str(i["category"]), zh=str(i["label_zh"]), en=str(i["label_en"]),
+                                     text=str(i["text"])) for i in model.get("instructions") or ())
+    return dict(instructions=instructions, text_tags=tuple(map(str, model.get("text_tags") or ())),
+                pronunciation=tuple(map(str, model.get("pronunciation") or ())),
+                text_caveats=tuple(map(str, model.get("text_caveats") or ())),
+                instruct_voice=model.get("instruct_needs") == "voice")
 
 
 def describe_remote(url: str, api_key: str | None = None) -> EngineInfo:

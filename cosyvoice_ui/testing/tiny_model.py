@@ -21,7 +21,7 @@ import torch
 
 from ..cosyvoice.families import V1, V2, V3, VARIANT_FILE
 from .tiny_onnx import write_campplus, write_speech_tokenizer_v1
-from .tiny_qwen import write_tiny_qwen_model
+from .tiny_qwen import FULL_SIZE_QWEN, QwenDims, write_tiny_qwen_model
 
 QWEN_FAMILIES = {"v2": V2, "v3": V3}
 
@@ -239,17 +239,19 @@ def _make_speakable(llm, hift) -> None:
 
 
 def write_tiny_model(out_dir: str | Path, family: str = "v1", sft: bool = False, instruct: bool = False,
-                     seed: int = 0, dims: TinyDims | None = None, legacy_weight_norm: bool = False) -> Path:
+                     seed: int = 0, dims: TinyDims | QwenDims | None = None, legacy_weight_norm: bool = False) -> Path:
     """Write a random model folder of `family` ("v1", "v2" or "v3") to `out_dir` and return its path.
 
     sft: add `spk2info.pt` with the 7 usual preset speakers. instruct: an -Instruct variant (v1 only; implies
-    preset speakers; marked in `cosyvoice_ui.json` since official folders are told apart by name). dims and
-    legacy_weight_norm: v1 only (the v2/v3 folders have the shared fixtures' tiny sizes, `tiny_qwen.py`).
+    preset speakers; marked in `cosyvoice_ui.json` since official folders are told apart by name). dims: the
+    architecture's sizes (`TinyDims` for v1, `tiny_qwen.QwenDims` for v2/v3; default tiny). legacy_weight_norm:
+    v1 only.
     """
     if family in QWEN_FAMILIES:
-        if instruct or dims is not None or legacy_weight_norm:
-            raise ValueError(f"--instruct, --full-size and --legacy-weight-norm are v1 options (family {family})")
-        return write_tiny_qwen_model(out_dir, QWEN_FAMILIES[family], SFT_SPEAKERS if sft else (), seed)
+        if instruct or legacy_weight_norm or (dims is not None and not isinstance(dims, QwenDims)):
+            raise ValueError(f"--instruct and --legacy-weight-norm are v1 options (family {family})")
+        return write_tiny_qwen_model(out_dir, QWEN_FAMILIES[family], SFT_SPEAKERS if sft else (), seed,
+                                     dims or QwenDims())
     if family != "v1":
         raise ValueError(f"unknown family {family!r}; tiny models can be written for v1, v2 and v3")
     from ..cosyvoice.models.hift import unfold_weight_norm, weight_norm_names
@@ -282,10 +284,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--instruct", action="store_true", help="write an -Instruct variant")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--legacy-weight-norm", action="store_true", help="hift.pt with weight_g/weight_v keys")
-    parser.add_argument("--full-size", action="store_true", help="official CosyVoice-300M dimensions (≈1.7 GB)")
+    parser.add_argument("--full-size", action="store_true",
+                        help="official dimensions (CosyVoice-300M ≈1.7 GB; CosyVoice2/3-0.5B ≈2.5-3 GB)")
     args = parser.parse_args(argv)
+    full = FULL_SIZE_QWEN if args.family in QWEN_FAMILIES else FULL_SIZE
     path = write_tiny_model(args.out_dir, args.family, args.sft, args.instruct, args.seed,
-                            FULL_SIZE if args.full_size else None, args.legacy_weight_norm)
+                            full if args.full_size else None, args.legacy_weight_norm)
     print(f"wrote {path}")
     return 0
 

@@ -11,8 +11,10 @@ are what the tokenizer produces. Used through `tiny_model.write_tiny_model(..., 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -71,7 +73,7 @@ _CFM = """    decoder: !new:cosyvoice.flow.flow_matching.CausalConditionalCFM
 
 _V2_FLOW = """
 flow: !new:cosyvoice.flow.flow.CausalMaskedDiffWithXvec
-    input_size: 48
+    input_size: {flow_dim}
     output_size: 80
     spk_embed_dim: !ref <spk_embed_dim>
     output_type: 'mel'
@@ -81,10 +83,10 @@ flow: !new:cosyvoice.flow.flow.CausalMaskedDiffWithXvec
     token_mel_ratio: !ref <token_mel_ratio>
     pre_lookahead_len: 3
     encoder: !new:cosyvoice.transformer.upsample_encoder.UpsampleConformerEncoder
-        output_size: 48
-        attention_heads: 4
-        linear_units: 128
-        num_blocks: 2
+        output_size: {flow_dim}
+        attention_heads: {flow_heads}
+        linear_units: {flow_ff}
+        num_blocks: {flow_blocks}
         dropout_rate: 0.1
         positional_dropout_rate: 0.1
         attention_dropout_rate: 0.1
@@ -92,19 +94,19 @@ flow: !new:cosyvoice.flow.flow.CausalMaskedDiffWithXvec
         input_layer: 'linear'
         pos_enc_layer_type: 'rel_pos_espnet'
         selfattention_layer_type: 'rel_selfattn'
-        input_size: 48
+        input_size: {flow_dim}
         use_cnn_module: False
         macaron_style: False
         static_chunk_size: !ref <chunk_size>
 """ + _CFM + """        estimator: !new:cosyvoice.flow.decoder.CausalConditionalDecoder
             in_channels: 320
             out_channels: 80
-            channels: [32]
+            channels: [{decoder_channels}]
             dropout: 0.0
-            attention_head_dim: 16
-            n_blocks: 1
-            num_mid_blocks: 2
-            num_heads: 2
+            attention_head_dim: {decoder_head_dim}
+            n_blocks: {decoder_blocks}
+            num_mid_blocks: {decoder_mid_blocks}
+            num_heads: {decoder_heads}
             act_fn: 'gelu'
             static_chunk_size: !ref <chunk_size> * <token_mel_ratio>
             num_decoding_left_chunks: !ref <num_decoding_left_chunks>
@@ -123,13 +125,13 @@ flow: !new:cosyvoice.flow.flow.CausalMaskedDiffWithDiT
     pre_lookahead_len: 3
     pre_lookahead_layer: !new:cosyvoice.transformer.upsample_encoder.PreLookaheadLayer
         in_channels: 80
-        channels: 64
+        channels: {lookahead_channels}
         pre_lookahead_len: 3
 """ + _CFM + """        estimator: !new:cosyvoice.flow.DiT.dit.DiT
-            dim: 64
-            depth: 2
-            heads: 4
-            dim_head: 16
+            dim: {dit_dim}
+            depth: {dit_depth}
+            heads: {dit_heads}
+            dim_head: {dit_head_dim}
             ff_mult: 2
             mel_dim: 80
             mu_dim: 80
@@ -142,7 +144,7 @@ flow: !new:cosyvoice.flow.flow.CausalMaskedDiffWithDiT
 _HIFT = """
 hift: !new:cosyvoice.hifigan.generator.{hift_class}
     in_channels: 80
-    base_channels: 32
+    base_channels: {hift_channels}
     nb_harmonics: 8
     sampling_rate: !ref <sample_rate>
     nsf_alpha: 0.1
@@ -162,7 +164,7 @@ hift: !new:cosyvoice.hifigan.generator.{hift_class}
 {hift_extra}    f0_predictor: !new:cosyvoice.hifigan.f0_predictor.{f0_class}
         num_class: 1
         in_channels: 80
-        cond_channels: 32
+        cond_channels: {f0_channels}
 
 get_tokenizer: !name:cosyvoice.tokenizer.tokenizer.get_qwen_tokenizer
     token_path: !ref <qwen_pretrain_path>
@@ -179,27 +181,57 @@ feat_extractor: !name:matcha.utils.audio.mel_spectrogram
     center: False
 """
 
-LLM_DIM = 32
+@dataclass(frozen=True)
+class QwenDims:
+    """Sizes of the v2/v3 architecture: the shared fixtures' tiny ones, the official ones in the comments
+    (`FULL_SIZE_QWEN`, what `bench_engine.py --family v2|v3` runs on random weights)."""
+
+    llm_dim: int = 32  # 896
+    llm_ff: int = 64  # 4864
+    llm_layers: int = 2  # 24
+    llm_heads: int = 4  # 14
+    llm_kv_heads: int = 2  # 2
+    flow_dim: int = 48  # 512 (v2 encoder)
+    flow_heads: int = 4  # 8
+    flow_ff: int = 128  # 2048
+    flow_blocks: int = 2  # 6
+    decoder_channels: int = 32  # 256 (v2 causal U-Net)
+    decoder_head_dim: int = 16  # 64
+    decoder_blocks: int = 1  # 4
+    decoder_mid_blocks: int = 2  # 12
+    decoder_heads: int = 2  # 8
+    lookahead_channels: int = 64  # 1024 (v3)
+    dit_dim: int = 64  # 1024
+    dit_depth: int = 2  # 22
+    dit_heads: int = 4  # 16
+    dit_head_dim: int = 16  # 64
+    hift_channels: int = 32  # 512
+    f0_channels: int = 32  # 512
 
 
-def qwen_yaml(family: FamilySpec) -> str:
-    """The tiny yaml of `family` (V2 or V3)."""
+FULL_SIZE_QWEN = QwenDims(896, 4864, 24, 14, 2, 512, 8, 2048, 6, 256, 64, 4, 12, 8, 1024, 1024, 22, 16, 64, 512, 512)
+
+
+def qwen_yaml(family: FamilySpec, dims: QwenDims = QwenDims()) -> str:
+    """The yaml of `family` (V2 or V3) at `dims` (default: tiny)."""
+    sizes = dataclasses.asdict(dims)
     if family is V2:
-        return (_HEAD.format(title=V2.title, llm_dim=LLM_DIM, llm_class="Qwen2LM") + _V2_FLOW
+        return (_HEAD.format(title=V2.title, llm_class="Qwen2LM", **sizes) + _V2_FLOW.format(**sizes)
                 + _HIFT.format(hift_class="HiFTGenerator", hift_extra="", f0_class="ConvRNNF0Predictor",
-                               tokenizer_extra="", fmax=8000))
-    return (_HEAD.format(title=V3.title, llm_dim=LLM_DIM, llm_class="CosyVoice3LM") + _V3_FLOW
+                               tokenizer_extra="", fmax=8000, **sizes))
+    return (_HEAD.format(title=V3.title, llm_class="CosyVoice3LM", **sizes) + _V3_FLOW.format(**sizes)
             + _HIFT.format(hift_class="CausalHiFTGenerator", hift_extra="    conv_pre_look_right: 4\n",
                            f0_class="CausalConvRNNF0Predictor", tokenizer_extra="    version: cosyvoice3\n",
-                           fmax="null"))
+                           fmax="null", **sizes))
 
 
-def qwen_backbone_config(vocab_size: int = QWEN_VOCAB) -> dict:
-    """A tiny Qwen2 `config.json` (the official keys; 2 layers, 32 wide, grouped-query attention)."""
+def qwen_backbone_config(vocab_size: int = QWEN_VOCAB, dims: QwenDims = QwenDims()) -> dict:
+    """A Qwen2 `config.json` with the official keys at `dims` (tiny: 2 layers, 32 wide, grouped-query attention)."""
     return {"architectures": ["Qwen2ForCausalLM"], "attention_dropout": 0.0, "hidden_act": "silu",
-            "hidden_size": LLM_DIM, "initializer_range": 0.02, "intermediate_size": 64,
-            "max_position_embeddings": 32768, "max_window_layers": 2, "model_type": "qwen2",
-            "num_attention_heads": 4, "num_hidden_layers": 2, "num_key_value_heads": 2, "rms_norm_eps": 1e-06,
+            "hidden_size": dims.llm_dim, "initializer_range": 0.02, "intermediate_size": dims.llm_ff,
+            "max_position_embeddings": 32768, "max_window_layers": dims.llm_layers, "model_type": "qwen2",
+            "num_attention_heads": dims.llm_heads, "num_hidden_layers": dims.llm_layers,
+            "num_key_value_heads": dims.llm_kv_heads, "rms_norm_eps": 1e-06,
             "rope_scaling": None, "rope_theta": 1000000.0, "sliding_window": 32768, "tie_word_embeddings": True,
             "torch_dtype": "float32", "use_cache": True, "use_sliding_window": False, "vocab_size": vocab_size}
 
@@ -216,9 +248,9 @@ def _make_speakable(llm, hift) -> None:
 
 
 def write_tiny_qwen_model(out_dir: str | Path, family: FamilySpec, speakers: tuple[str, ...] = (),
-                          seed: int = 0) -> Path:
+                          seed: int = 0, dims: QwenDims = QwenDims()) -> Path:
     """Write a random `family` (V2 or V3) folder to `out_dir` and return its path. speakers: preset speakers
-    to put in `spk2info.pt` (none: no file)."""
+    to put in `spk2info.pt` (none: no file). dims: FULL_SIZE_QWEN for the official sizes (about 2-3 GB)."""
     from ..cosyvoice.config import read_yaml
     from ..cosyvoice.frontend.qwen_tokenizer import QWEN_FOLDER
     from ..cosyvoice.models.hift import unfold_weight_norm, weight_norm_names
@@ -226,10 +258,10 @@ def write_tiny_qwen_model(out_dir: str | Path, family: FamilySpec, speakers: tup
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    text = qwen_yaml(family)
+    text = qwen_yaml(family, dims)
     (out / family.yaml_name).write_text(text, encoding="utf-8")
     qwen_dir = write_qwen_vocab(out / QWEN_FOLDER)
-    (qwen_dir / "config.json").write_text(json.dumps(qwen_backbone_config(), indent=2), encoding="utf-8")
+    (qwen_dir / "config.json").write_text(json.dumps(qwen_backbone_config(dims=dims), indent=2), encoding="utf-8")
     backend = backend_for(family)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / family.yaml_name
