@@ -52,17 +52,34 @@ def read_audio(source: str | Path | bytes, what: str = "prompt audio") -> Audio:
     """Decode a file path or file bytes (wav, flac, mp3, ogg, ...) into mono float32."""
     import soundfile as sf
 
+    in_memory = isinstance(source, (bytes, bytearray))
     try:
-        handle = io.BytesIO(source) if isinstance(source, (bytes, bytearray)) else str(source)
+        handle = io.BytesIO(source) if in_memory else str(source)
         samples, rate = sf.read(handle, dtype="float32", always_2d=True)
     except Exception as exc:  # soundfile raises LibsndfileError, RuntimeError, TypeError...
         # soundfile's message names the file or a buffer object; the user only needs to know it isn't audio
         log.info("unreadable %s: %s", what, exc)
-        empty = isinstance(source, (bytes, bytearray)) and not source
-        raise InvalidRequest("audio_unreadable", f"the {what} could not be read as audio ("
-                             f"{'the file is empty' if empty else 'not a sound file, or damaged'}); "
+        raise InvalidRequest("audio_unreadable", f"the {what} could not be read as audio ({_why_unreadable(source)}); "
                              "upload a WAV, FLAC, MP3 or OGG file", what=what) from None
+    if not len(samples):
+        raise InvalidRequest("audio_unreadable", f"the {what} holds no sound (the file has no audio samples); "
+                             "upload a WAV, FLAC, MP3 or OGG file with the recording", what=what)
     return Audio(samples=np.ascontiguousarray(samples.mean(axis=1), dtype=np.float32), sample_rate=int(rate))
+
+
+def _why_unreadable(source: str | Path | bytes) -> str:
+    """Why a recording would not decode, in words that name no folder (the file's own name at most)."""
+    if isinstance(source, (bytes, bytearray)):
+        return "the file is empty" if not source else "not a sound file, or damaged"
+    path = Path(source)
+    try:
+        if path.is_dir():
+            return f"{path.name!r} is a folder, not an audio file"
+        if not path.exists():
+            return f"there is no file {path.name!r}"
+        return "the file is empty" if path.stat().st_size == 0 else "not a sound file, or damaged"
+    except OSError:  # a name the file system refuses (too long, ...)
+        return "not a sound file, or damaged"
 
 
 def peak_dbfs(samples: np.ndarray, sample_rate: int, window_s: float = 0.02) -> float:
@@ -219,14 +236,20 @@ def audio_hash(audio: Audio | None) -> str:
 # --- encoding -----------------------------------------------------------------------------------
 
 
+def check_format(fmt: str) -> str:
+    """`fmt` in lower case when `encode` writes it (checked before any work), else `InvalidRequest`."""
+    fmt = str(fmt).lower()
+    if fmt not in FORMATS:
+        raise InvalidRequest("bad_format", f"unknown audio format {fmt!r}; choose one of {', '.join(FORMATS)}",
+                             format=fmt)
+    return fmt
+
+
 def encode(samples: np.ndarray, sample_rate: int, fmt: str = "wav") -> bytes:
     """Encode mono float32 samples as wav (16-bit), flac, mp3, opus (Ogg), aac (ADTS) or raw 16-bit pcm."""
     import soundfile as sf
 
-    fmt = fmt.lower()
-    if fmt not in FORMATS:
-        raise InvalidRequest("bad_format", f"unknown audio format {fmt!r}; choose one of {', '.join(FORMATS)}",
-                             format=fmt)
+    fmt = check_format(fmt)
     clipped = np.clip(np.asarray(samples, dtype=np.float32), -1.0, 1.0)
     if fmt == "pcm":
         return (clipped * 32767.0).round().astype("<i2").tobytes()

@@ -24,11 +24,15 @@ class Settings:
     share: bool = False
     auth: tuple[tuple[str, str], ...] = ()
     api_keys: tuple[str, ...] = ()
+    no_auth: bool = False  # --no-auth: serve a public bind or share link without the generated login and key
     idle_unload_s: float = 600.0  # 0 = never
     max_text_chars: int = 5000
     concurrency: int = 1  # jobs running at once per model
     queue_size: int = 32
-    rate_limit_per_min: int = 60  # per client, REST API
+    rate_limit_per_min: int | None = None  # per client, REST API; None: 60 when public, off on loopback
+    temp_max_age_min: float = 60.0  # Gradio's temp files (uploads, copies) are deleted after this (0 = keep)
+    # Our results in --output-dir are the user's work (the history tab plays them): kept unless asked (0 = keep)
+    results_max_age_min: float = 0.0
     max_upload_mb: float = 20.0
     blocked_words_file: Path | None = None
     engine_url: str | None = None  # thin-client mode: send synthesis to this remote instance

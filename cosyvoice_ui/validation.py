@@ -6,6 +6,7 @@ model is even loaded. Backends add their own checks on top (`Engine._check_model
 
 from __future__ import annotations
 
+import re
 from dataclasses import fields
 
 from . import audio as audio_utils
@@ -13,6 +14,7 @@ from .errors import InvalidRequest
 from .types import CheckedRequest, EngineInfo, Mode, SynthesisRequest
 
 MIN_SPEED, MAX_SPEED = 0.5, 2.0
+MAX_SEED = 2**31 - 1  # seeds are reported (X-Seed, history) and re-sent: one range for every surface
 DEFAULT_MAX_TEXT_CHARS = 5000
 END_OF_PROMPT = "<|endofprompt|>"
 VOICE_MATCH_LEVELS = ("quick", "refine")
@@ -33,10 +35,29 @@ def mode_hint(mode: Mode) -> str:
     return MODE_HINTS.get(mode, "a CosyVoice model")
 
 
+# Lone UTF-16 surrogates (a bad client's "\\ud800" escape, a broken copy) are not characters: no encoder can
+# write them, so they would fail deep inside (cache keys, files, responses) instead of here.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_INVISIBLE = re.compile(r"[\s\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff]+")
+
+
+def check_characters(value: str | None, what: str = "text", param: str = "text") -> None:
+    """Refuse a string holding a lone surrogate, saying where it is."""
+    found = _SURROGATE.search(value or "")
+    if found:
+        raise InvalidRequest("text_invalid", f"the {what} contains an invalid character (a lone surrogate, "
+                             f"U+{ord(found.group()):04X}, at position {found.start() + 1}); remove it or copy the "
+                             "text again from its source", what=what, param=param, position=found.start() + 1)
+
+
 def check_text(text: str, max_chars: int = DEFAULT_MAX_TEXT_CHARS) -> None:
+    check_characters(text)
     stripped = (text or "").strip()
     if not stripped:
         raise InvalidRequest("text_empty", "the text to speak is empty; type what the voice should say")
+    if not _INVISIBLE.sub("", stripped):
+        raise InvalidRequest("text_empty", "the text to speak holds only invisible control characters; type what "
+                             "the voice should say")
     if len(stripped) > max_chars:
         raise InvalidRequest("text_too_long", f"the text has {len(stripped)} characters; the limit is {max_chars} "
                              "(split it, or raise --max-text-chars)", chars=len(stripped), limit=max_chars)
@@ -46,6 +67,12 @@ def check_speed(speed: float) -> None:
     if not (MIN_SPEED <= speed <= MAX_SPEED):
         raise InvalidRequest("speed_out_of_range", f"speed {speed} is outside {MIN_SPEED}-{MAX_SPEED}",
                              speed=speed, min=MIN_SPEED, max=MAX_SPEED)
+
+
+def check_seed(seed: int | None) -> None:
+    if seed is not None and not 0 <= seed <= MAX_SEED:
+        raise InvalidRequest("seed_out_of_range", f"seed {seed} is outside 0-{MAX_SEED}; pick a whole number in "
+                             "that range, or none for a fresh one", seed=seed, max=MAX_SEED)
 
 
 def check_mode(mode: Mode, info: EngineInfo, needs: str | None = None) -> None:
@@ -94,11 +121,14 @@ def check_request(request: SynthesisRequest, info: EngineInfo | None, max_text_c
     if info is not None:
         check_mode(mode, info, needs)
     check_speed(request.speed)
+    check_seed(request.seed)
     if request.voice_match not in VOICE_MATCH_LEVELS:
         raise InvalidRequest("bad_voice_match", f"voice_match {request.voice_match!r} is not one of "
                              f"{', '.join(VOICE_MATCH_LEVELS)}", value=request.voice_match)
     if mode is not Mode.VC:
         check_text(request.text, max_text_chars)
+    check_characters(request.prompt_text, "transcript", "prompt_text")
+    check_characters(request.instruct_text, "instruct text", "instruct_text")
     instruct_voice = info is not None and info.instruct_voice
     if (mode is Mode.SFT or (mode is Mode.INSTRUCT and not instruct_voice)) and info is not None:
         # Preset speakers only: a backend whose saved voices work as presets lists them in info.speakers.

@@ -15,7 +15,9 @@ from fastapi.responses import JSONResponse
 
 from .service import ModelNotFound, ModelUnavailable, PayloadTooLarge, QueueFull, VoiceNotFound
 from ..errors import Cancelled, CosyVoiceError, InvalidRequest
+from ..serving.manager import ShuttingDown
 from ..serving.remote import RemoteBusy, RemoteError
+from ..serving.voices import VoiceStoreUnwritable
 
 log = logging.getLogger(__name__)
 
@@ -26,10 +28,12 @@ STATUS_BY_ERROR: dict[type[BaseException], int] = {
     RemoteError: 502,  # ... or it failed or refused us: a bad gateway, not the client's fault
     PayloadTooLarge: 413,
     VoiceNotFound: 404,
+    VoiceStoreUnwritable: 409,  # the voices folder is read-only or full: nothing was changed
     ModelNotFound: 404,
     InvalidRequest: 422,  # the request is well-formed but this model cannot serve it as given
     QueueFull: 503,
     ModelUnavailable: 503,
+    ShuttingDown: 503,  # with Retry-After: the restarted server answers
     Cancelled: 503,
     CosyVoiceError: 503,  # the client asked for nothing wrong: the model could not serve it
 }
@@ -103,24 +107,65 @@ def validation_error(exc: Exception) -> ApiError:
         if err.get("type") == "json_invalid":
             return ApiError(400, "bad_json", "the request body is not valid JSON: "
                             f"{(err.get('ctx') or {}).get('error', err.get('msg'))}")
+        if tuple(err.get("loc", ())) in ((), ("body",)):  # () when a route validates the parsed JSON itself
+            return _body_error(err)
         where = ".".join(str(p) for p in err.get("loc", ()) if p != "body")
         problems.append(f"{where or 'body'}: {err.get('msg')}")
     return ApiError(422, "invalid_field", "; ".join(problems) or "the request body is invalid")
 
 
+JSON_KINDS = {list: "an array", str: "a string", int: "a number", float: "a number", bool: "true or false",
+              type(None): "null"}
+
+
+def _body_error(err: dict) -> ApiError:
+    """The body as a whole is wrong: missing, not JSON at all (FastAPI hands over the raw bytes of a body
+    whose Content-Type is not JSON), or JSON that is not an object."""
+    value = err.get("input")
+    if err.get("type") == "missing":
+        return ApiError(422, "body_missing", "the request body is empty: send the request as a JSON object with "
+                        "'Content-Type: application/json' (GET /docs shows its fields)")
+    if isinstance(value, (bytes, bytearray)):
+        return ApiError(415, "unsupported_media_type", "the request body must be JSON: send a JSON object with "
+                        "'Content-Type: application/json'")
+    kind = JSON_KINDS.get(type(value), "something else")
+    return ApiError(422, "invalid_field", f"the request body must be a JSON object ({{\"field\": value, ...}}), not "
+                    f"{kind}")
+
+
+def route_error(status: int, method: str, allowed: str = "") -> ApiError:
+    """An unknown API path (404), a method the path does not take (405) or an undecodable body (400), in the
+    API's own error shape."""
+    if status == 405:
+        return ApiError(405, "method_not_allowed", f"{method} is not allowed on this route; use {allowed or 'another'}",
+                        {"Allow": allowed} if allowed else None)
+    if status == 400:  # FastAPI's one 400: a body it cannot even decode (not UTF-8, ...)
+        return ApiError(400, "bad_json", "the request body is not valid JSON: it could not be decoded; send UTF-8 "
+                        "JSON with 'Content-Type: application/json'")
+    return ApiError(status, "route_not_found" if status == 404 else "http_error",
+                    "there is no such API route; GET /docs lists them" if status == 404 else "the request was refused")
+
+
 def add_error_handlers(app) -> None:
+    from starlette.exceptions import HTTPException
+
     async def on_api_error(request, exc: ApiError):
         return error_response(exc.status, exc.code, exc.message, exc.headers, exc.param)
+
+    async def on_http_error(request, exc: HTTPException):  # the router's own 404 / 405 (no UI mounted)
+        err = route_error(exc.status_code, request.method, (exc.headers or {}).get("Allow", ""))
+        return error_response(err.status, err.code, err.message, err.headers)
 
     async def on_validation(request, exc: RequestValidationError):
         err = validation_error(exc)
         return error_response(err.status, err.code, err.message)
 
     async def on_domain_error(request, exc: CosyVoiceError):
-        if status_of(exc) >= 500 and not isinstance(exc, (QueueFull, Cancelled)):
+        if status_of(exc) >= 500 and not isinstance(exc, (QueueFull, Cancelled, ShuttingDown)):
             log.warning("engine error on %s: %s", request.url.path, exc)
         return domain_error_response(exc)
 
     app.add_exception_handler(ApiError, on_api_error)
+    app.add_exception_handler(HTTPException, on_http_error)
     app.add_exception_handler(RequestValidationError, on_validation)
     app.add_exception_handler(CosyVoiceError, on_domain_error)

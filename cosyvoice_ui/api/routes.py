@@ -33,12 +33,13 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from .errors import add_error_handlers, validation_error
-from .schemas import (ErrorBody, InstructionRecord, ModelList, ModelRecord, SpeechBody, SpeechVoiceList, TTSBody,
+from .errors import ApiError, add_error_handlers, route_error, validation_error
+from .schemas import (InstructionRecord, ModelList, ModelRecord, SpeechBody, SpeechVoiceList, TTSBody,
                       TTSResult, VoiceBody, VoiceList, VoiceRecord)
+from .schemas import audio_response, error_responses
 from .security import Guard, UploadLimit
 from .service import ApiService, Finished, Prepared
-from .stream import audio_body, guarded, sse_body
+from .stream import STREAM_FORMATS, audio_body, guarded, sse_body
 from ..audio import MEDIA_TYPES, encode
 from ..errors import InvalidRequest
 from ..serving.manager import ModelManager
@@ -48,8 +49,11 @@ from ..types import Mode
 
 log = logging.getLogger(__name__)
 
-ERRORS = {code: {"model": ErrorBody} for code in (400, 401, 403, 413, 422, 429, 503)}
-NOT_FOUND = {404: {"model": ErrorBody}}
+# Every status a route can answer is declared (the schema fuzz test holds the app to it). The guard and the
+# upload cap answer 401/403/429/413 on every protected route; each route adds its own.
+ERRORS = error_responses(401, 403, 413, 429)
+SYNTHESIS_ERRORS = error_responses(400, 404, 415, 422, 502, 503)  # bad body, unknown voice/model, engine
+VOICE_ID_ERRORS = error_responses(404, 409, 422)  # unknown or invalid id, read-only store
 
 
 DOCS_ASSETS = "/docs-assets"
@@ -135,7 +139,34 @@ def add_routes(app, manager: ModelManager, settings: Settings, service: ApiServi
     add_error_handlers(app)
     for router in (speech_routes, voice_routes, service_routes, probe_routes):
         app.include_router(router)
+    widen_thread_pool(app, settings.queue_size + settings.concurrency + THREAD_HEADROOM)
     return service
+
+
+THREAD_HEADROOM = 40  # anyio's default pool size: short handlers and the chunks of streamed bodies
+
+
+def widen_thread_pool(app, tokens: int) -> None:
+    """Size the worker-thread pool for a full queue, when the app starts.
+
+    A job waiting in the model queue holds a worker thread (sync routes wait in `manager.job`), and the
+    pool (anyio's, 40 threads) is shared with every other sync route and each chunk of a streamed body.
+    With 40 jobs waiting, /health and the voice list stopped answering until the queue drained.
+    """
+    import contextlib
+
+    previous = app.router.lifespan_context
+
+    @contextlib.asynccontextmanager
+    async def lifespan(scope_app):
+        from anyio import to_thread
+
+        limiter = to_thread.current_default_thread_limiter()
+        limiter.total_tokens = max(limiter.total_tokens, tokens)
+        async with previous(scope_app) as state:
+            yield state
+
+    app.router.lifespan_context = lifespan
 
 
 # --- speech ------------------------------------------------------------------------------------------------
@@ -170,7 +201,9 @@ def stream_response(service: ApiService, job: Prepared, sse: bool = False) -> St
     return StreamingResponse(guarded(body, live), media_type=media, headers=headers)
 
 
-@speech_routes.post("/tts", response_model=TTSResult,
+@speech_routes.post("/tts", response_model=TTSResult, responses={**SYNTHESIS_ERRORS, 200: audio_response(
+                        tuple(MEDIA_TYPES[f] for f in STREAM_FORMATS), "JSON with base64 audio, or with `stream: "
+                        "true` a chunked audio body")},
              summary="Synthesise speech (JSON in, base64 audio out; or a chunked audio stream)")
 def tts(body: TTSBody, service: Service):
     job = service.tts_request(body)
@@ -185,7 +218,9 @@ def tts(body: TTSBody, service: Service):
     return JSONResponse(payload.model_dump(), headers=audio_headers(result.seed, result.cached, result.sample_rate))
 
 
-@speech_routes.post("/v1/audio/speech", response_class=Response,
+@speech_routes.post("/v1/audio/speech", response_class=Response, responses={**SYNTHESIS_ERRORS, 200: audio_response(
+                        (*dict.fromkeys(MEDIA_TYPES.values()), "text/event-stream"), "the audio file, a chunked "
+                        "audio body (`stream_format: audio`) or server-sent events (`stream_format: sse`)")},
              summary="OpenAI-compatible speech endpoint (audio bytes out)")
 def speech(body: SpeechBody, service: Service):
     job, streaming = service.speech_request(body)
@@ -196,13 +231,14 @@ def speech(body: SpeechBody, service: Service):
                     headers=audio_headers(result.seed, result.cached, result.sample_rate))
 
 
-@speech_routes.get("/v1/audio/voices", response_model=SpeechVoiceList,
+@speech_routes.get("/v1/audio/voices", response_model=SpeechVoiceList, responses=error_responses(503),
             summary="Every voice name /v1/audio/speech accepts (presets, saved, OpenAI aliases)")
 def speech_voices(service: Service):
     return service.voice_listing()
 
 
-@speech_routes.get("/v1/audio/models", summary="The model names /v1/audio/speech accepts")
+@speech_routes.get("/v1/audio/models", responses=error_responses(503),
+                   summary="The model names /v1/audio/speech accepts")
 def speech_models(service: Service):
     data = [{"id": name, "object": "model", "owned_by": "cosyvoice_ui"}
             for name in service.model_names(service.manager.info())]
@@ -224,6 +260,7 @@ def voice_record(service: ApiService, voice: SavedVoice, ready: bool | None = No
 
 
 @voice_routes.post("/v1/voices", status_code=201, response_model=VoiceRecord, openapi_extra=VOICE_UPLOAD,
+                   responses=error_responses(400, 409, 415, 422, 502, 503),
              summary="Save a cloned voice (prompt audio + transcript) and get its id")
 async def add_voice(request: Request, service: Service):
     # The body is read by hand: it is JSON or multipart, which one declared body parameter cannot be.
@@ -238,6 +275,9 @@ async def add_voice(request: Request, service: Service):
         try:
             body = VoiceBody.model_validate(await request.json())
         except ValueError as exc:  # JSONDecodeError and pydantic's ValidationError are ValueErrors
+            if not hasattr(exc, "errors") and "json" not in request.headers.get("content-type", "json").lower():
+                raise ApiError(415, "unsupported_media_type", "send the voice as JSON ('Content-Type: "
+                               "application/json') or as multipart/form-data with a file field 'audio'") from None
             raise validation_error(exc) from None
         data, name, transcript = body.audio, body.name, body.transcript
     voice, ready = await run_in_threadpool(service.add_voice, name, data, transcript)
@@ -249,20 +289,20 @@ def list_voices(service: Service):
     return VoiceList(data=[voice_record(service, v) for v in service.library.list()])
 
 
-@voice_routes.delete("/v1/voices/{voice_id}", responses=NOT_FOUND, summary="Delete a saved voice")
+@voice_routes.delete("/v1/voices/{voice_id}", responses=VOICE_ID_ERRORS, summary="Delete a saved voice")
 def delete_voice(voice_id: str, service: Service):
     service.remove_voice(voice_id)
     return {"id": voice_id, "object": "voice", "deleted": True}
 
 
-@voice_routes.post("/v1/voices/{voice_id}/default", responses=NOT_FOUND,
+@voice_routes.post("/v1/voices/{voice_id}/default", responses=VOICE_ID_ERRORS,
              summary="Make a saved voice the default (used when a request names none)")
 def set_default_voice(voice_id: str, service: Service):
     service.set_default_voice(voice_id, True)
     return {"id": voice_id, "object": "voice", "default": True}
 
 
-@voice_routes.delete("/v1/voices/{voice_id}/default", responses=NOT_FOUND,
+@voice_routes.delete("/v1/voices/{voice_id}/default", responses=VOICE_ID_ERRORS,
                summary="Stop using a saved voice as the default")
 def clear_default_voice(voice_id: str, service: Service):
     service.set_default_voice(voice_id, False)
@@ -272,7 +312,8 @@ def clear_default_voice(voice_id: str, service: Service):
 # --- the service itself ------------------------------------------------------------------------------------
 
 
-@service_routes.get("/v1/models", response_model=ModelList, summary="The model this server runs and what it can do")
+@service_routes.get("/v1/models", response_model=ModelList, responses=error_responses(503),
+                    summary="The model this server runs and what it can do")
 def models(service: Service):
     info = service.require_info()
     return ModelList(data=[ModelRecord(
@@ -325,3 +366,20 @@ def _gpu_memory() -> dict:
     except Exception:  # a broken CUDA setup must not break /health
         log.debug("cuda memory query failed", exc_info=True)
     return {}
+
+
+# --- unknown API routes --------------------------------------------------------------------------------------
+# The UI is mounted at "/" and answers every other path with its own 404 page; an API client gets the API's
+# error body instead (defined last: the real routes match first).
+
+ANY_METHOD = ["GET", "POST", "PUT", "PATCH", "DELETE"]
+
+
+@service_routes.api_route("/v1/{rest:path}", methods=ANY_METHOD, include_in_schema=False)
+@service_routes.api_route("/tts", methods=["GET", "PUT", "PATCH", "DELETE"], include_in_schema=False)
+def unknown_route(request: Request):
+    path = request.scope["path"]
+    allowed = sorted({method for router in (speech_routes, voice_routes, service_routes) for route in router.routes
+                      if getattr(route, "endpoint", None) is not unknown_route and route.path_regex.match(path)
+                      for method in route.methods} - {"HEAD"})
+    raise route_error(405 if allowed else 404, request.method, ", ".join(allowed))

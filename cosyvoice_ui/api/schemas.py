@@ -150,7 +150,60 @@ class ErrorDetail(BaseModel):
 
 
 class ErrorBody(BaseModel):
+    """Every error response: OpenAI's shape, so OpenAI clients raise their usual exceptions."""
+
     error: ErrorDetail
+
+
+# What each error status means on this API (the /docs text), and the headers it carries.
+ERROR_STATUSES: dict[int, str] = {
+    400: "The body is not valid JSON.",
+    401: "An API key is needed and was missing or wrong (WWW-Authenticate: Bearer).",
+    403: "The server is reachable from the network with no API key set: the REST API is off.",
+    404: "No such saved voice or model name.",
+    409: "The saved-voice store cannot be written (read-only or full); nothing was changed.",
+    413: "The body or a recording in it is over the upload limit (--max-upload-mb).",
+    415: "The body is not JSON (or, where the route takes it, multipart/form-data).",
+    422: "The request is well-formed but cannot be served as given (the message says what to change).",
+    429: "Over the per-client rate limit; Retry-After says when to try again.",
+    502: "The remote engine this server forwards to failed.",
+    503: "The model cannot be loaded, the queue is full or the server is shutting down (Retry-After when "
+         "it is worth retrying).",
+}
+_DIGITS = {"schema": {"type": "string", "pattern": "^[0-9]+$"}}
+_ERROR_HEADERS: dict[int, dict] = {
+    401: {"WWW-Authenticate": {"description": "Bearer", "required": False, "schema": {"type": "string"}}},
+    429: {"Retry-After": {"description": "seconds until a request is accepted again", "required": True,
+                          **_DIGITS}},
+    503: {"Retry-After": {"description": "seconds after which retrying is worthwhile", "required": False,
+                          **_DIGITS}},
+}
+
+
+def error_responses(*statuses: int) -> dict[int | str, dict]:
+    """FastAPI `responses=` entries for these error statuses: the `ErrorBody` model, meaning and headers."""
+    out: dict[int | str, dict] = {}
+    for status in statuses:
+        entry: dict = {"model": ErrorBody, "description": ERROR_STATUSES[status]}
+        if status in _ERROR_HEADERS:
+            entry["headers"] = _ERROR_HEADERS[status]
+        out[status] = entry
+    return out
+
+
+_BINARY = {"schema": {"type": "string", "format": "binary"}}
+AUDIO_HEADERS = {
+    "X-Seed": {"description": "the seed used; send it back to reproduce the result", "required": True, **_DIGITS},
+    "X-Cache": {"description": "hit: served from the recent-results cache", "required": True,
+                "schema": {"type": "string", "enum": ["hit", "miss"]}},
+    "X-Sample-Rate": {"description": "sample rate of the audio in Hz", "required": True, **_DIGITS},
+}
+
+
+def audio_response(media_types: tuple[str, ...], description: str) -> dict:
+    """A 200 `responses=` entry for audio bodies (binary, one of `media_types`) with the audio headers."""
+    return {"description": description, "headers": AUDIO_HEADERS,
+            "content": {media: dict(_BINARY) for media in media_types}}
 
 
 class VoiceEntry(BaseModel):

@@ -2,12 +2,14 @@
 content, not protection: `content_policy.py`).
 
 Policy:
-- keys configured (`--api-key` / COSYVOICE_API_KEYS) → every protected route needs one
-  (`Authorization: Bearer KEY` or `X-API-Key: KEY`);
-- reachable from the network (non-loopback bind or `--share`) with no key configured → protected routes
-  refuse with 403 and say to set `--api-key` (an open GPU on the internet is an invitation);
-- loopback without keys → open.
-The rate limit counts requests per client (its API key, else its IP) in a sliding 60 s window.
+- keys configured (`--api-key` / COSYVOICE_API_KEYS, or the one-time key the web process generates for a
+  public server: `web/access.py`) → every protected route needs one (`Authorization: Bearer KEY` or
+  `X-API-Key: KEY`);
+- reachable from the network (non-loopback bind or `--share`) with no key and no `--no-auth` → protected
+  routes refuse with 403 (fail closed: only a caller that skipped `web/access.py` gets here);
+- loopback without keys, or `--no-auth` → open.
+The rate limit counts requests per client (its API key, else its IP) in a sliding 60 s window. Unless
+`--rate-limit` is given, it applies only to a public server: a local batch client is not throttled.
 """
 
 from __future__ import annotations
@@ -23,6 +25,14 @@ from .errors import ApiError
 from ..settings import Settings
 
 API_PREFIXES = ("/tts", "/v1/")
+PUBLIC_RATE_LIMIT = 60  # requests per minute per client on a public server when --rate-limit is not given
+
+
+def rate_limit_of(settings: Settings) -> int:
+    """The effective per-client limit: the explicit one, else PUBLIC_RATE_LIMIT when public, else none (0)."""
+    if settings.rate_limit_per_min is not None:
+        return settings.rate_limit_per_min
+    return PUBLIC_RATE_LIMIT if settings.is_public else 0
 
 
 class RateLimiter:
@@ -69,19 +79,20 @@ class Guard:
     def __init__(self, settings: Settings, limiter: RateLimiter | None = None) -> None:
         self.keys = tuple(k for k in settings.api_keys if k)
         self.public = settings.is_public
-        self.limiter = limiter or RateLimiter(settings.rate_limit_per_min)
+        self.open = settings.no_auth
+        self.limiter = limiter or RateLimiter(rate_limit_of(settings))
 
     @property
     def refuses_all(self) -> bool:
-        """True when reachable from the network with no key configured."""
-        return self.public and not self.keys
+        """True when reachable from the network with no key configured and no --no-auth."""
+        return self.public and not self.keys and not self.open
 
     def authenticate(self, headers, client_host: str | None) -> str:
         """Return the client id (for rate limiting) or raise ApiError 401/403."""
         if self.refuses_all:
             raise ApiError(403, "api_key_required", "this server is reachable from the network but has no API key, "
                            "so the REST API is off: restart it with --api-key KEY (or set COSYVOICE_API_KEYS) and "
-                           "send 'Authorization: Bearer KEY'")
+                           "send 'Authorization: Bearer KEY', or with --no-auth to open it to anyone")
         key = request_key(headers)
         if self.keys:
             if key is None:
@@ -111,12 +122,19 @@ class UploadLimit:
 
     Checks Content-Length when present; a chunked body is read up to the limit and then replayed.
     Other paths (the Gradio UI has its own `max_file_size`) pass through untouched.
+
+    A refused body is read and dropped (up to `drain_bytes`) before the 413 goes out: a server that
+    closes a connection with unread data makes the kernel reset it, and a client still sending then gets
+    a broken pipe instead of the answer. A client that sent `Expect: 100-continue` has sent nothing yet.
     """
 
-    def __init__(self, app, max_bytes: int, prefixes: tuple[str, ...] = API_PREFIXES) -> None:
+    def __init__(self, app, max_bytes: int, prefixes: tuple[str, ...] = API_PREFIXES,
+                 drain_bytes: int | None = None) -> None:
         self.app = app
         self.max_bytes = max_bytes
         self.prefixes = prefixes
+        # dropping bytes costs no memory, only time: bounded, so a huge body cannot hold a worker for long
+        self.drain_bytes = drain_bytes if drain_bytes is not None else max(4 * max_bytes, 64 * 2**20)
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http" or not scope["path"].startswith(self.prefixes) or self.max_bytes <= 0:
@@ -126,6 +144,8 @@ class UploadLimit:
         length = headers.get("content-length")
         if length is not None:
             if not length.isdigit() or int(length) > self.max_bytes:
+                if length.isdigit() and int(length) <= self.drain_bytes and not _expects_continue(headers):
+                    await _drain(receive, self.drain_bytes)
                 await self._reject(send)
                 return
             await self.app(scope, receive, send)
@@ -142,6 +162,8 @@ class UploadLimit:
             body += message.get("body", b"")
             more = message.get("more_body", False)
             if len(body) > self.max_bytes:
+                if more and not _expects_continue(headers):
+                    await _drain(receive, self.drain_bytes - len(body))
                 await self._reject(send)
                 return
         await self.app(scope, _replay([{"type": "http.request", "body": bytes(body), "more_body": False}], receive),
@@ -154,9 +176,28 @@ class UploadLimit:
         payload = json.dumps({"error": {"code": "payload_too_large", "message": f"the request body is larger than "
                                         f"the {limit_mb:g} MB limit (--max-upload-mb); send a shorter recording",
                                         "type": "invalid_request_error", "param": None}})
+        body = payload.encode()
         await send({"type": "http.response.start", "status": 413,
-                    "headers": [(b"content-type", b"application/json"), (b"connection", b"close")]})
-        await send({"type": "http.response.body", "body": payload.encode()})
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                                (b"connection", b"close")]})
+        await send({"type": "http.response.body", "body": body})
+
+
+def _expects_continue(headers: dict[str, str]) -> bool:
+    """The client waits for "100 Continue" before sending the body (curl does for large ones)."""
+    return headers.get("expect", "").strip().lower() == "100-continue"
+
+
+async def _drain(receive, limit: int) -> None:
+    """Read and drop the rest of a request body, at most `limit` bytes (stops when the client leaves)."""
+    dropped = 0
+    while dropped <= limit:
+        message = await receive()
+        if message["type"] != "http.request":
+            return
+        dropped += len(message.get("body", b""))
+        if not message.get("more_body", False):
+            return
 
 
 def _replay(messages: list[dict], then=None):

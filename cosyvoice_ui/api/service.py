@@ -159,7 +159,7 @@ class ApiService:
 
     def tts_request(self, body) -> Prepared:
         """`POST /tts` body → a checked request."""
-        info = self.manager.info()
+        info = self.manager.require_info()  # an unreadable model says why, not "unknown voice"
         presets = info.speakers if info else ()
         speaker = (body.speaker or "").strip() or None
         saved_id = body.voice_id or (speaker if speaker and speaker not in presets
@@ -193,7 +193,7 @@ class ApiService:
 
     def speech_request(self, body) -> tuple[Prepared, str | None]:
         """`POST /v1/audio/speech` body → (checked request, how to stream: None | "audio" | "sse")."""
-        info = self.manager.info()
+        info = self.manager.require_info()  # an unreadable model says why, not "unknown voice"
         self.check_model(body.model, info)
         voice_name = body.voice.get("id") if isinstance(body.voice, dict) else body.voice
         voice_name = str(voice_name or "").strip()
@@ -400,6 +400,7 @@ class ApiService:
         audio = self.decode_audio(data, "voice audio")
         if audio is None:
             raise InvalidRequest("prompt_missing", "no audio was sent: add the recording of the voice (3-30 s)")
+        self._check_queue()  # its features are computed by a queued job, so it counts against the same limit
         return save_voice(self.manager, self.library, name, audio, transcript)
 
     def remove_voice(self, voice_id: str) -> None:

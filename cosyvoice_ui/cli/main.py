@@ -182,6 +182,10 @@ def _write(path: Path, samples, rate: int, fmt: str | None, loudness: float | No
 def cmd_synth(args) -> int:
     from ..audio import join_chunks
 
+    from ..audio import check_format
+
+    if not args.text_file:  # a bad format is refused before the model loads, not after the synthesis
+        check_format(args.format or (args.out.suffix.lstrip(".") or "wav"))
     progress = _TerminalProgress()
     engine = _load(args, progress)
     if args.voice:
@@ -293,7 +297,14 @@ def cmd_serve(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    # argparse's REMAINDER drops a remainder that starts with an option, so `serve --port 7860` would be
+    # refused: serve takes what the CLI does not know and hands it to the web app's own parser.
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        if args.command != "serve":
+            parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+        args.app_args = unknown + list(args.app_args)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     handlers = {"synth": cmd_synth, "voices": cmd_voices, "download": cmd_download, "list-models": cmd_list_models,

@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 from ..errors import CheckpointError
+from .families import redownload_hint
 
 log = logging.getLogger(__name__)
 
@@ -25,12 +26,15 @@ def read_state_dict(path: str | Path) -> StateDict:
     """`torch.load` a plain state dict safely (tensors only, on CPU)."""
     path = Path(path)
     if not path.is_file():
-        raise CheckpointError(f"{path.name} is missing from {path.parent.name}/ (expected a torch state dict)")
+        raise CheckpointError(f"{path.name} is missing from {path.parent.name}/ (expected a torch state dict); "
+                              f"{redownload_hint(path.parent)}")
     try:
         data = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # torch raises several types for corrupt/truncated files
-        raise CheckpointError(f"{path.name} cannot be read as a torch state dict ({type(exc).__name__}: {exc}); "
-                              "re-download the model folder") from exc
+        # torch's own text is long, names full paths and advises weights_only=False (unsafe): logged only.
+        log.warning("torch cannot read %s: %s: %s", path, type(exc).__name__, exc)
+        raise CheckpointError(f"{path.name} in {path.parent.name}/ is damaged or incomplete (it cannot be read as "
+                              f"a torch state dict); {redownload_hint(path.parent)}") from exc
     if not isinstance(data, dict) or not all(isinstance(v, torch.Tensor) for v in data.values()):
         raise CheckpointError(f"{path.name} is not a plain state dict of tensors")
     return data

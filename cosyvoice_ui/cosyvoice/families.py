@@ -263,6 +263,17 @@ class ModelFolder:
         return self.path.name
 
 
+def redownload_hint(model_dir: str | Path) -> str:
+    """How to repair a damaged or incomplete model folder: the download command of its checkpoint (named
+    by the folder, as `download` names it), else the generic one."""
+    name = Path(model_dir).name
+    known = next((c.name for f in FAMILIES for c in f.checkpoints if c.name.lower() == name.lower()), None)
+    if known:
+        return f"re-download it with `python -m cosyvoice_ui download {known}`"
+    return ("re-download the model with `python -m cosyvoice_ui download NAME` (`python -m cosyvoice_ui "
+            "list-models` lists the names), or copy the file in again from where the folder came from")
+
+
 def _families_in(path: Path) -> list[FamilySpec]:
     return [f for f in FAMILIES if (path / f.yaml_name).is_file()]
 
@@ -326,7 +337,7 @@ def detect(model_dir: str | Path) -> ModelFolder:
     if missing:
         raise CheckpointError(f"{path.name}/ is incomplete: missing {', '.join(missing)} "
                           f"(a {family.title} folder needs {', '.join(family.required_files)}); "
-                          "re-download it or copy the missing files in")
+                          f"{redownload_hint(path)}")
     variant = _read_variant(path)
     # Official folders are told apart by name ("-Instruct"), as upstream does; our tiny ones by VARIANT_FILE.
     instruct = family.instruct_variant is not None and bool(variant.get("instruct", "instruct" in path.name.lower()))

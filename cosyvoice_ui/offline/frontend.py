@@ -22,6 +22,7 @@ from .text import (
     chunk_phonemes,
     english_punctuation,
     normalize,
+    spell_long_numbers,
     split_languages,
     split_sentences,
     strip_unsupported,
@@ -81,10 +82,26 @@ class Phonemizer:
     def phonemize(self, run: Run) -> str:
         """One language run -> phoneme string (may contain symbols the model does not know)."""
         if run.lang == ZH:
-            phonemes, _ = self._mandarin()(run.text)
+            phonemes = self._mandarin_phonemes(run.text)
         else:
-            phonemes, _ = self._english()(english_punctuation(run.text))
+            phonemes, _ = self._english()(english_punctuation(spell_long_numbers(run.text)))
         return phonemes.strip()
+
+    def _mandarin_phonemes(self, text: str) -> str:
+        g2p = self._mandarin()
+        try:
+            return g2p(text)[0]
+        except ValueError:
+            # pypinyin gives a few rare characters (e.g. 龴) a reading misaki's pinyin-to-IPA table cannot parse,
+            # and misaki raises for the whole run: read it character by character and skip those.
+            pass
+        parts = []
+        for ch in text:
+            try:
+                parts.append(g2p(ch)[0])
+            except ValueError:
+                log.debug("no Mandarin reading for U+%04X; skipped", ord(ch))
+        return "".join(parts)
 
     def filter(self, phonemes: str) -> str:
         """Drop symbols outside the model's vocabulary (and the spaces they leave doubled)."""

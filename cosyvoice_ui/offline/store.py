@@ -5,15 +5,18 @@ because it holds no voice.json):
 
     offline/match_cache/<sha>.json  the best match found for a prompt recording (sha256 of samples + rate)
 
-Each file is a `MatchResult` (a `VoiceStyle`: blend weights + a 256-number offset, about 3 KB of JSON).
+Each file is a `MatchResult` (a `VoiceStyle`: blend weights + a 256-number offset, about 3 KB of JSON);
+the cache keeps the `MAX_CACHED_MATCHES` most recently used.
 Saved voices of the shared library (prompt recordings) are matched once and their match is kept in the
 voice's own folder by the engine (`register_voice`, through `read_match` / `write_match`), not here.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
@@ -82,14 +85,19 @@ def _write_json(path: Path, data: dict) -> None:
     write_atomic(path, json.dumps(data, ensure_ascii=False).encode("utf-8"))
 
 
+MAX_CACHED_MATCHES = 512  # about 1.5 MB; every new prompt recording adds one, so the cache must be capped
+
+
 class MatchCache:
-    """Cached voice matches of prompt recordings under `root` (created on first write).
+    """Cached voice matches of prompt recordings under `root` (created on first write), at most
+    `max_entries`: a new one evicts the least recently used (a hit refreshes its file's mtime).
 
     Does: read and write one match per prompt hash. Does not: compute the hash or the match (see `speakers`).
     """
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, max_entries: int = MAX_CACHED_MATCHES) -> None:
         self.root = Path(root)
+        self.max_entries = max_entries
 
     @property
     def cache_dir(self) -> Path:
@@ -97,11 +105,27 @@ class MatchCache:
 
     def cached_match(self, key: str, fingerprint: str | None = None) -> MatchResult | None:
         """The cached match of the prompt with hash `key`, if any (and made with `fingerprint`'s models)."""
-        return read_match(self.cache_dir / f"{key}.json", fingerprint)
+        path = self.cache_dir / f"{key}.json"
+        match = read_match(path, fingerprint)
+        if match is not None:
+            with contextlib.suppress(OSError):  # recently used: evicted last
+                os.utime(path)
+        return match
 
     def cache_match(self, key: str, match: MatchResult, fingerprint: str | None = None) -> None:
-        """Remember `match` for the prompt with hash `key`."""
+        """Remember `match` for the prompt with hash `key`, evicting the oldest beyond `max_entries`."""
         write_match(self.cache_dir / f"{key}.json", match, fingerprint)
+        self._evict()
+
+    def _evict(self) -> None:
+        try:
+            entries = [(p.stat().st_mtime, p) for p in self.cache_dir.glob("*.json")]
+        except OSError:  # a file removed meanwhile (another process): the next write evicts
+            return
+        entries.sort()
+        for _, path in entries[:max(0, len(entries) - self.max_entries)]:
+            with contextlib.suppress(OSError):
+                path.unlink()
 
 
 def read_match(path: Path, fingerprint: str | None = None) -> MatchResult | None:

@@ -24,6 +24,9 @@ _SENTENCE_END = re.compile(r"(?<=[.!?;。！？；…])\s+|(?<=[。！？；])|\
 # A period after one of these (or after a single letter) does not end a sentence.
 _ABBREVIATION = re.compile(r"(?:\b(?:mr|mrs|ms|dr|prof|sr|jr|st|vs|etc|no|fig|approx)|\b[a-z]|\b(?:e\.g|i\.e))\.$", re.I)
 _CUT_CLASSES = ("!.?…", ":;", ",—", " ")
+# A number with its thousands separators; one longer than MAX_NUMBER_DIGITS digits is read digit by digit.
+_DIGIT_RUN = re.compile(r"\d(?:[\d,]*\d)?")
+MAX_NUMBER_DIGITS = 15
 _FULLWIDTH_PUNCT = str.maketrans({"，": ",", "。": ".", "！": "!", "？": "?", "：": ":", "；": ";", "、": ","})
 
 
@@ -122,6 +125,19 @@ def split_languages(text: str, default: str = EN) -> list[Run]:
     if text[start:].strip():
         runs.append(Run(text[start:], current))
     return [Run(r.text.strip(), r.lang) for r in runs]
+
+
+def spell_long_numbers(text: str) -> str:
+    """Digit runs too long to read as one number become single digits ("12345678901234567890" -> "1 2 3 ...").
+
+    The English G2P spells integers below 10**18 only and raises on longer ones.
+    """
+
+    def read(match: re.Match[str]) -> str:
+        digits = match.group().replace(",", "")
+        return " ".join(digits) if len(digits) > MAX_NUMBER_DIGITS else match.group()
+
+    return _DIGIT_RUN.sub(read, text)
 
 
 def english_punctuation(text: str) -> str:

@@ -25,6 +25,20 @@ from .memory import release_memory, rss_mb
 log = logging.getLogger(__name__)
 
 Loader = Callable[[str, LoadOptions, ProgressCallback | None], Engine]  # (model id, options, progress)
+SHUTDOWN_RETRY_S = 10  # what a refused client is told: the restarted server answers by then
+SHUTDOWN_WAIT_S = 60.0  # how long shutdown() lets running jobs finish before it releases the model
+
+
+class ShuttingDown(CosyVoiceError):
+    """The process is stopping: running jobs finish, new and queued ones are refused (retry elsewhere/later)."""
+
+    code = "shutting_down"
+
+    def __init__(self, message: str = "the server is shutting down; retry in a few seconds",
+                 retry_after_s: int = SHUTDOWN_RETRY_S) -> None:
+        super().__init__(message)
+        self.message = message
+        self.retry_after_s = retry_after_s
 
 
 @dataclass(frozen=True)
@@ -82,6 +96,7 @@ class ModelManager:
         self._last_used = time.monotonic()
         self.baseline_rss_mb = rss_mb()
         self._stop = threading.Event()
+        self._closing = False  # set by begin_shutdown(): no job starts any more
         self._watcher: threading.Thread | None = None
         if idle_unload_s > 0:
             self._watcher = threading.Thread(target=self._watch_idle, name="idle-unload", daemon=True)
@@ -120,6 +135,13 @@ class ModelManager:
 
     def info(self) -> EngineInfo | None:
         """The loaded engine's info, else the model's static description (None if unreadable)."""
+        try:
+            return self.require_info()
+        except CosyVoiceError:
+            return None
+
+    def require_info(self) -> EngineInfo:
+        """Like `info`, but an unreadable model raises its reason (e.g. the missing file, the remote down)."""
         engine = self._engine
         if engine is not None:
             return engine.info
@@ -127,7 +149,9 @@ class ModelManager:
             return self._describe(self.model_id)
         except CosyVoiceError as exc:
             self._error = str(exc)
-            return None
+            if self._state != "loading":  # /health says so before any job tried to load it
+                self._state = "error"
+            raise
 
     def choices(self) -> list[ModelChoice]:
         return model_choices(self.models_dir, self.model_id)
@@ -220,9 +244,22 @@ class ModelManager:
                 log.info("idle for %.0f s: unloading", idle)
                 self._unload_locked()
 
-    def shutdown(self) -> None:
-        self._stop.set()
+    def begin_shutdown(self) -> None:
+        """Refuse new and queued jobs from now on (`ShuttingDown`); running jobs carry on to their end."""
         with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+
+    def shutdown(self, wait_s: float = SHUTDOWN_WAIT_S) -> None:
+        """Stop: refuse new jobs, let running ones finish (up to `wait_s`), then release the model."""
+        self.begin_shutdown()
+        self._stop.set()
+        deadline = time.monotonic() + wait_s
+        with self._cond:
+            while self._running and time.monotonic() < deadline:
+                self._cond.wait(0.2)
+            if self._running:
+                log.warning("%d jobs still running after %.0f s; releasing the model anyway", self._running, wait_s)
             self._unload_locked()
 
     # --- jobs -----------------------------------------------------------------------------------------
@@ -240,6 +277,8 @@ class ModelManager:
         `on_queue(position)` is called while waiting; setting `cancel` leaves the queue with `Cancelled`.
         """
         with self._cond:
+            if self._closing:
+                raise ShuttingDown()
             ticket = self._next_ticket
             self._next_ticket += 1
             self._waiting.append(ticket)
@@ -248,6 +287,8 @@ class ModelManager:
                 while self._running >= self._concurrency or self._waiting[0] != ticket:
                     if cancel is not None and cancel.is_set():
                         raise Cancelled("the job was stopped while waiting in the queue")
+                    if self._closing:
+                        raise ShuttingDown()
                     if on_queue is not None:
                         on_queue(self._waiting.index(ticket))
                     self._cond.wait(0.2)

@@ -13,20 +13,25 @@ Nothing here imports torch.
 
 from __future__ import annotations
 
+import errno
+import io
 import json
 import logging
+import os
 import re
+import secrets
 import shutil
 import threading
 import time
 import unicodedata
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from .. import audio as audio_utils
-from ..errors import CosyVoiceError, InvalidRequest
-from ..files import write_atomic
+from ..errors import InvalidRequest
+from ..files import is_stale, sweep_stale_temp, write_atomic
 from ..types import Audio
+from ..validation import check_characters
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +43,28 @@ MAX_NAME_CHARS = 100
 MAX_TRANSCRIPT_CHARS = 1000
 # Ids are URL path segments and folder names: word characters (any script) and dashes, no dots or slashes.
 _ID = re.compile(r"^\w[\w-]{0,63}$")
+# A voice is written in a hidden folder and renamed into place whole; a removed one is renamed away first.
+# `.staging-PID-HEX` / `.trash-PID-HEX`: a killed process's leftovers are swept by the next library.
+_SCRATCH = re.compile(r"^\.(?:staging|trash)-(\d+)-[0-9a-f]{8}$")
+_READ_ONLY = (errno.EACCES, errno.EPERM, errno.EROFS)
+_FULL = (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC))
+
+
+class VoiceStoreUnwritable(InvalidRequest):
+    """The voices folder cannot be written (read-only or full); the voices already there are untouched."""
+
+    def __init__(self, exc: OSError) -> None:
+        if exc.errno in _READ_ONLY:
+            code, message = "voice_store_read_only", ("the saved-voice store is read-only: make the voices folder "
+                                                      "writable, or start the app with another --voices-dir")
+        elif exc.errno in _FULL:
+            code, message = "voice_store_full", ("the saved-voice store is full (no space left on the disk): free "
+                                                 "some space, or start the app with another --voices-dir")
+        else:
+            code, message = "voice_store_unwritable", (f"the saved-voice store cannot be written "
+                                                       f"({exc.strerror or 'error ' + str(exc.errno)}): check the "
+                                                       "voices folder, or start the app with another --voices-dir")
+        super().__init__(code, message)
 
 
 @dataclass(frozen=True)
@@ -72,6 +99,23 @@ class VoiceLibrary:
     def __init__(self, voices_dir: str | Path) -> None:
         self.root = Path(voices_dir)
         self._lock = threading.Lock()
+        self.sweep()
+
+    def sweep(self) -> None:
+        """Remove what a killed process left half-written: scratch folders and temp files of dead writers."""
+        if not self.root.is_dir():
+            return
+        try:
+            entries = list(self.root.iterdir())
+        except OSError:
+            return
+        sweep_stale_temp(self.root)
+        for entry in entries:
+            match = _SCRATCH.match(entry.name)
+            if match and is_stale(int(match.group(1)), entry):
+                shutil.rmtree(entry, ignore_errors=True)
+            elif entry.is_dir() and _ID.match(entry.name):
+                sweep_stale_temp(entry)
 
     # --- reading ------------------------------------------------------------------------------------
 
@@ -130,11 +174,14 @@ class VoiceLibrary:
 
     def set_default(self, voice_id: str | None) -> None:
         """Mark a saved voice as the default (None: back to the model's own default)."""
-        if voice_id is None:
-            (self.root / DEFAULT_FILE).unlink(missing_ok=True)
-            return
-        self.require(voice_id)
-        write_atomic(self.root / DEFAULT_FILE, json.dumps({"id": voice_id}).encode())
+        try:
+            if voice_id is None:
+                (self.root / DEFAULT_FILE).unlink(missing_ok=True)
+                return
+            self.require(voice_id)
+            write_atomic(self.root / DEFAULT_FILE, json.dumps({"id": voice_id}).encode())
+        except OSError as exc:
+            raise VoiceStoreUnwritable(exc) from exc
 
     def audio(self, voice_id: str) -> Audio:
         """The stored (checked and trimmed) prompt recording."""
@@ -154,6 +201,8 @@ class VoiceLibrary:
         transcript = (transcript or "").strip()
         if not name:
             raise InvalidRequest("voice_name_missing", "give the voice a name (e.g. \"narrator\")")
+        check_characters(name, "voice name", "name")
+        check_characters(transcript, "transcript", "transcript")
         if len(name) > MAX_NAME_CHARS:
             raise InvalidRequest("voice_name_too_long", f"the voice name has {len(name)} characters; the limit is "
                                  f"{MAX_NAME_CHARS}", chars=len(name), limit=MAX_NAME_CHARS)
@@ -162,21 +211,22 @@ class VoiceLibrary:
                                  f"is {MAX_TRANSCRIPT_CHARS} (a prompt is 3-30 seconds of speech)",
                                  chars=len(transcript), limit=MAX_TRANSCRIPT_CHARS)
         trimmed = audio_utils.check_prompt(audio)
-        try:
-            folder = self._claim(slugify(name), set(reserved) | set(RESERVED_IDS))
-        except OSError as exc:
-            raise CosyVoiceError(f"cannot create a folder in the voices directory {self.root} ({exc.strerror}); "
-                                 "check that it is writable or choose another --voices-dir") from exc
-        voice = SavedVoice(id=folder.name, name=name, transcript=transcript,
+        # float32 keeps the samples exact, so features recomputed later equal the first ones.
+        wav = io.BytesIO()
+        sf.write(wav, trimmed.samples, trimmed.sample_rate, format="WAV", subtype="FLOAT")
+        voice = SavedVoice(id="", name=name, transcript=transcript,
                            created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                            sample_rate=trimmed.sample_rate, duration_s=round(trimmed.duration, 3))
+        staging = self.root / f".staging-{os.getpid()}-{secrets.token_hex(4)}"
         try:
-            # float32 keeps the samples exact, so features recomputed later equal the first ones.
-            sf.write(folder / PROMPT_FILE, trimmed.samples, trimmed.sample_rate, subtype="FLOAT")
-            write_atomic(folder / VOICE_FILE, json.dumps(voice.to_dict(), ensure_ascii=False, indent=2).encode())
+            self.root.mkdir(parents=True, exist_ok=True)
+            staging.mkdir()
+            write_atomic(staging / PROMPT_FILE, wav.getvalue())
+            voice = self._claim(slugify(name), set(reserved) | set(RESERVED_IDS), staging, voice)
         except OSError as exc:
-            shutil.rmtree(folder, ignore_errors=True)
-            raise CosyVoiceError(f"cannot write the voice to {folder} ({exc.strerror})") from exc
+            raise VoiceStoreUnwritable(exc) from exc
+        finally:  # moved into place on success; otherwise nothing half-written stays behind
+            shutil.rmtree(staging, ignore_errors=True)
         log.info("saved voice %s (%.1f s, transcript %d chars)", voice.id, voice.duration_s, len(transcript))
         return voice
 
@@ -184,24 +234,33 @@ class VoiceLibrary:
         """Delete a voice and its cached features. Returns False when there was no such voice."""
         if self.get(voice_id) is None:
             return False
-        shutil.rmtree(self.root / voice_id, ignore_errors=True)
+        trash = self.root / f".trash-{os.getpid()}-{secrets.token_hex(4)}"
+        try:  # one rename: the voice is whole or gone, never half-deleted (e.g. on a read-only store)
+            os.rename(self.root / voice_id, trash)
+        except OSError as exc:
+            raise VoiceStoreUnwritable(exc) from exc
+        shutil.rmtree(trash, ignore_errors=True)
         if self.default_id() is None:
             (self.root / DEFAULT_FILE).unlink(missing_ok=True)
         log.info("removed saved voice %s", voice_id)
         return True
 
-    def _claim(self, slug: str, reserved: set[str]) -> Path:
-        """Create the voice's folder under the first free id: slug, slug-2, slug-3, ..."""
-        self.root.mkdir(parents=True, exist_ok=True)
+    def _claim(self, slug: str, reserved: set[str], staging: Path, voice: SavedVoice) -> SavedVoice:
+        """Move the written `staging` folder into place under the first free id: slug, slug-2, slug-3, ..."""
         with self._lock:
             for n in range(1, 10_000):
                 candidate = slug if n == 1 else f"{slug[:44]}-{n}"
-                if candidate in reserved:
+                if candidate in reserved or (self.root / candidate).exists():
                     continue
+                voice = replace(voice, id=candidate)
+                write_atomic(staging / VOICE_FILE, json.dumps(voice.to_dict(), ensure_ascii=False, indent=2).encode())
                 try:
-                    (self.root / candidate).mkdir()  # atomic: two processes never get the same id
-                except FileExistsError:
-                    continue
-                return self.root / candidate
+                    # Atomic, and refused onto a voice another process just saved there (never empty).
+                    os.rename(staging, self.root / candidate)
+                except OSError as exc:
+                    if exc.errno in (errno.EEXIST, errno.ENOTEMPTY):
+                        continue
+                    raise
+                return voice
         raise InvalidRequest("voice_name_taken", f"too many voices are named like {slug!r}; choose another name")
 

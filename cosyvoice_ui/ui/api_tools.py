@@ -350,8 +350,13 @@ FILE_PARAMS = {"clone": ("prompt_audio",), "cross_lingual": ("prompt_audio",), "
                "target_audio"), "save_voice": ("audio",)}
 
 
-def add_endpoints(service, output_dir: Path, concurrency: int = 1) -> dict:
-    """Register the API-only endpoints in the current `gr.Blocks` (call inside its `with` block)."""
+def add_endpoints(service, output_dir: Path) -> dict:
+    """Register the API-only endpoints in the current `gr.Blocks` (call inside its `with` block).
+
+    Their jobs go straight to the model queue (the manager's FIFO, shared with REST, which also refuses
+    them when full) rather than one at a time through a Gradio concurrency limit: in front of a busy
+    REST queue, that limit made each Gradio job wait for the whole queue once per Gradio job ahead of it.
+    """
     import gradio as gr
 
     functions = build_functions(Endpoints(service, output_dir))
@@ -361,8 +366,7 @@ def add_endpoints(service, output_dir: Path, concurrency: int = 1) -> dict:
         kind = {"synthesize": "file", "list_voices": "json", "save_voice": "json"}.get(name, "audio")
         # No trigger: an API-only event (as gr.api makes, but with the named, described inputs above).
         gr.on(triggers=[], fn=public, inputs=_inputs(fn, FILE_PARAMS.get(name, ())), outputs=_outputs(kind),
-              api_name=name, queue=synthesis, concurrency_limit=concurrency if synthesis else None,
-              concurrency_id="synthesis" if synthesis else None, show_progress="hidden")
+              api_name=name, queue=synthesis, concurrency_limit=None, show_progress="hidden")
     return functions
 
 

@@ -20,6 +20,7 @@ import numpy as np
 from .. import audio as audio_utils
 from ..serving.default_voice import VoiceResolver
 from ..errors import Cancelled, CosyVoiceError, InvalidRequest
+from ..files import sweep_stale_temp, write_atomic
 from ..serving.manager import ModelManager
 from ..settings import Settings
 from ..types import Mode, ProgressEvent, SynthesisRequest
@@ -54,6 +55,7 @@ class Handlers:
         self.settings = settings
         self.output_dir = output_dir
         self.output_dir.mkdir(parents=True, exist_ok=True)
+        sweep_stale_temp(self.output_dir)  # what a killed process left half-written
         self.voices = voices  # optional saved-voice library (REST API issue); None = feature off
         self.resolver = VoiceResolver(voices, settings.default_voice,
                                       cache_root=None if voices is not None else settings.voices_dir)
@@ -109,6 +111,7 @@ class Handlers:
         lang = lang or _lang(http_request)
         try:
             self.check(request)
+            audio_utils.check_format(options.fmt)  # before the work, not when the result is written
             request, ref = self.with_default_voice(request)
         except InvalidRequest as exc:
             raise gr.Error(strings.message(exc, lang)) from None
@@ -150,7 +153,7 @@ class Handlers:
 
     def _save(self, wave: np.ndarray, rate: int, fmt: str) -> Path:
         path = self.output_dir / f"{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}.{fmt}"
-        path.write_bytes(audio_utils.encode(wave, rate, fmt))
+        write_atomic(path, audio_utils.encode(wave, rate, fmt))  # a kill never leaves half a result file
         return path
 
 

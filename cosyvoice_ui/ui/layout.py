@@ -78,7 +78,7 @@ def build_ui(manager: ModelManager, settings: Settings, output_dir: Path | None 
             from ..api.service import ApiService
 
             service = ApiService(manager, settings, library=voices)
-        add_endpoints(service, handlers.output_dir, concurrency=settings.concurrency)
+        add_endpoints(service, handlers.output_dir)
 
     demo.queue(max_size=settings.queue_size, default_concurrency_limit=settings.concurrency)
     return demo

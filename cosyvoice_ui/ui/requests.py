@@ -12,10 +12,10 @@ from ..types import Audio, Mode, SynthesisRequest
 # Which tab field an InvalidRequest code points at (for per-widget validation messages).
 FIELD_OF_CODE = {
     "transcript_missing": "prompt_text",
-    "text_empty": "text", "text_too_long": "text", "text_unspeakable": "text",
+    "text_empty": "text", "text_too_long": "text", "text_unspeakable": "text", "text_invalid": "text",
     "instruct_missing": "instruct_text",
     "speaker_unknown": "speaker", "no_speakers": "speaker", "voice_unknown": "speaker",
-    "speed_out_of_range": "speed",
+    "speed_out_of_range": "speed", "speed_invalid": "speed",
 }
 AUDIO_CODES = ("prompt_missing", "prompt_too_short", "prompt_too_long", "prompt_low_rate", "prompt_silent",
                "audio_unreadable", "audio_too_short")
@@ -48,11 +48,22 @@ def request_from_meta(meta: dict, speed: float = 1.0, seed: int | None = 0, stre
         instruct_text=meta.get("instruct_text") or "",
         speaker=meta.get("speaker") or None,
         source_audio=prompt_from_file(meta.get("source"), "source audio"),
-        speed=float(speed if speed is not None else 1.0),
-        seed=int(seed) if seed is not None else 0,
+        speed=_number(speed, float, "speed", 1.0),
+        seed=_number(seed, int, "seed", 0),
         stream=bool(stream),
         voice_match=meta.get("voice_match") or "quick",
     )
+
+
+def _number(value, kind, what: str, default):
+    """A widget's number (an API caller may send anything: "fast", NaN, inf) → `kind`, or a clear refusal."""
+    if value is None:
+        return default
+    try:
+        return kind(value)
+    except (TypeError, ValueError, OverflowError):
+        raise InvalidRequest(f"{what}_invalid", f"the {what} must be a number, not {str(value)[:40]!r}",
+                             what=what) from None
 
 
 def _voice(prompt, saved: str | None) -> dict:

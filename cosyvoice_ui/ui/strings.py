@@ -297,6 +297,13 @@ MESSAGES_ZH: dict[str, str] = {
     "speed_out_of_range": "语速 {speed} 超出 {min}-{max} 范围。",
     "voice_unknown": "没有名为 “{voice}” 的已保存声音。",
     "bad_format": "不支持的音频格式 {format}。",
+    "text_invalid": "文本第 {position} 个字符无效（孤立的代理字符）；请删除它或重新复制文本。",
+    "speed_invalid": "语速必须是数字。",
+    "seed_invalid": "随机种子必须是整数。",
+    "seed_out_of_range": "随机种子 {seed} 超出 0-{max} 范围。",
+    "voice_store_read_only": "已保存声音的文件夹是只读的：请让 voices 文件夹可写，或用另一个 --voices-dir 启动。",
+    "voice_store_full": "磁盘已满，无法保存声音：请释放空间，或用另一个 --voices-dir 启动。",
+    "voice_store_unwritable": "无法写入已保存声音的文件夹：请检查 voices 文件夹，或用另一个 --voices-dir 启动。",
 }
 
 WHAT_ZH = {"prompt audio": "声音样本", "source audio": "待转换语音"}

@@ -37,9 +37,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1", help="bind address (0.0.0.0 = reachable from the network)")
     p.add_argument("--port", type=int, default=7860)
     p.add_argument("--share", action="store_true", help="also create a public *.gradio.live link")
-    p.add_argument("--auth", action="append", default=[], metavar="USER:PASS", help="UI login (repeatable)")
+    p.add_argument("--auth", action="append", default=[], metavar="USER:PASS",
+                   help="UI login (repeatable); a public server without one gets a one-time login, printed at start")
     p.add_argument("--auth-file", type=Path, help="file with one user:password per line")
-    p.add_argument("--api-key", action="append", default=[], help="REST API key (repeatable; or COSYVOICE_API_KEYS)")
+    p.add_argument("--api-key", action="append", default=[],
+                   help="REST API key (repeatable; or COSYVOICE_API_KEYS); a public server without one gets a "
+                        "one-time key, printed at start")
+    p.add_argument("--no-auth", action="store_true",
+                   help="serve --share or a non-loopback --host without the generated login and key (anyone who "
+                        "can reach it can use it)")
     p.add_argument("--idle-unload", type=float, default=600.0, metavar="SECONDS",
                    help="release the model after this many idle seconds (0 = never)")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
@@ -48,7 +54,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-text-chars", type=int, default=5000)
     p.add_argument("--concurrency", type=int, default=1, help="jobs running at once (others wait in the queue)")
     p.add_argument("--queue-size", type=int, default=32)
-    p.add_argument("--rate-limit", type=int, default=60, help="REST requests per minute per client")
+    p.add_argument("--rate-limit", type=int, default=None,
+                   help="REST requests per minute per client (default: 60 on a public server, none on loopback; "
+                        "0 = none)")
+    p.add_argument("--temp-max-age-min", type=float, default=60.0, metavar="MINUTES",
+                   help="delete Gradio's temp files (uploads, copies of results) after this many minutes "
+                        "(checked every 15 min; 0 = keep)")
+    p.add_argument("--results-max-age-min", type=float, default=0.0, metavar="MINUTES",
+                   help="also delete generated audio in --output-dir (the history's files) after this many minutes "
+                        "(default 0: keep them; e.g. 1440 on a busy public server)")
     p.add_argument("--max-upload-mb", type=float, default=20.0)
     p.add_argument("--blocked-words", type=Path, help="file of words the REST API refuses (one per line)")
     p.add_argument("--engine-url", help="thin client: send synthesis to this remote instance")
@@ -70,6 +84,8 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         model_dir=args.model_dir, models_dir=args.models_dir, voices_dir=args.voices_dir, device=args.device,
         precision=args.precision, threads=args.threads, host=args.host, port=args.port, share=args.share,
         auth=_auth_pairs(args.auth, args.auth_file), api_keys=tuple(args.api_key) + env_api_keys(),
+        no_auth=args.no_auth, temp_max_age_min=args.temp_max_age_min,
+        results_max_age_min=args.results_max_age_min,
         idle_unload_s=args.idle_unload, max_text_chars=args.max_text_chars, concurrency=args.concurrency,
         queue_size=args.queue_size, rate_limit_per_min=args.rate_limit, max_upload_mb=args.max_upload_mb,
         blocked_words_file=args.blocked_words, engine_url=args.engine_url,

@@ -13,9 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..serving.backends import default_model_id
-from ..serving.manager import ModelManager
+from ..serving.manager import SHUTDOWN_WAIT_S, ModelManager
 from ..serving.memory import set_compute_threads
 from ..settings import Settings
+from .access import (Access, GradioApiGate, GradioSessions, SecurityHeaders, add_sweeper, console_message,
+                     gradio_app_of, resolve_access, sweep_period)
 
 log = logging.getLogger(__name__)
 
@@ -68,35 +70,26 @@ def create_manager(settings: Settings) -> ModelManager:
                         load_options=settings.load_options())
 
 
-def public_warning(settings: Settings) -> str | None:
-    if not settings.is_public:
-        return None
-    where = "a public share link" if settings.share else f"{settings.host}:{settings.port}"
-    lines = []
-    if not settings.auth:
-        lines.append(f"WARNING: the app is reachable through {where} without a password; anyone with the address "
-                     "can use it. Add --auth user:password.")
-    if not settings.api_keys:
-        lines.append(f"WARNING: the REST API refuses every request on {where} until you set --api-key KEY (or "
-                     "COSYVOICE_API_KEYS).")
-    return "\n".join(lines) or None
-
-
-def create_app(settings: Settings, manager: ModelManager | None = None, share: ShareStatus | None = None):
-    """The FastAPI app with the REST routes and the UI mounted at `/`."""
+def create_app(settings: Settings, manager: ModelManager | None = None, share: ShareStatus | None = None,
+               access: Access | None = None):
+    """The FastAPI app with the REST routes and the UI mounted at `/`. `access` (default: resolved from
+    `settings`, generating what a public server lacks) decides the UI logins and API keys."""
     import gradio as gr
     from fastapi import FastAPI
 
     from ..ui.layout import build_ui
     from ..ui.strings import i18n
 
-    check_mcp(settings)
-    manager = manager or create_manager(settings)
+    access = access or resolve_access(settings)
+    check_mcp(settings, access)
+    manager = manager or create_manager(settings)  # before `applied`: a thin client's key is the remote's
+    settings = access.applied(settings)
     from ..api.routes import add_docs, add_routes
 
     app = FastAPI(title="CosyVoice Studio API", docs_url=None, redoc_url=None)
     app.state.manager = manager
     app.state.settings = settings
+    app.state.access = access
     service = add_routes(app, manager, settings)
     add_docs(app)
     output_dir = Path(settings.extra.get("output_dir", "outputs"))
@@ -105,12 +98,23 @@ def create_app(settings: Settings, manager: ModelManager | None = None, share: S
     demo = build_ui(manager, settings, output_dir=output_dir, voices=VoiceLibrary(settings.voices_dir), share=share,
                     service=service)
     auth = list(settings.auth) or None
-    app = gr.mount_gradio_app(app, demo, path="/", auth=auth, i18n=i18n(), allowed_paths=[str(output_dir)],
+    max_age_s = settings.temp_max_age_min * 60
+    if max_age_s > 0:  # Gradio's uploads and copies of results (ours in output_dir: results_max_age_min)
+        demo.delete_cache = (int(sweep_period(max_age_s)), int(max_age_s))
+    # Gradio serves its own cache and allowed_paths; the saved voices and models are never files to hand out
+    blocked = [str(Path(folder).resolve()) for folder in (settings.voices_dir, settings.models_dir) if folder]
+    hint = "Sign in with the login printed in the server's console at start." if access.generated_login else None
+    app = gr.mount_gradio_app(app, demo, path="/", auth=auth, auth_message=hint, i18n=i18n(),
+                              allowed_paths=[str(output_dir.resolve())], blocked_paths=blocked,
                               max_file_size=f"{int(settings.max_upload_mb)}mb", footer_links=["api", "settings"],
                               mcp_server=settings.mcp)
     # Only launch() sets this; while it is False, Gradio skips its check that a file an event receives was
     # uploaded to it, so a crafted request could make the app read any file on the server as "audio".
     demo.has_launched = True
+    app.add_middleware(GradioApiGate, access=access, sessions=GradioSessions(gradio_app_of(app)))
+    app.add_middleware(SecurityHeaders, hsts=settings.share)  # outermost: refusals get the headers too
+    if settings.results_max_age_min > 0:
+        add_sweeper(app, output_dir, settings.results_max_age_min * 60)
     if settings.mcp:
         from ..errors import ConfigError
         from ..ui.api_tools import restrict_mcp_tools
@@ -121,7 +125,7 @@ def create_app(settings: Settings, manager: ModelManager | None = None, share: S
     return app
 
 
-def check_mcp(settings: Settings) -> None:
+def check_mcp(settings: Settings, access: Access | None = None) -> None:
     """Refuse `--mcp` where it cannot work, before anything is built (raises ConfigError)."""
     import importlib.util
 
@@ -129,10 +133,12 @@ def check_mcp(settings: Settings) -> None:
 
     if not settings.mcp:
         return
-    if settings.auth:  # Gradio's MCP endpoint cannot log in: tools would be listed to anyone, calls refused
-        raise ConfigError("--mcp cannot be combined with --auth: MCP clients cannot log in to the app. Serve MCP "
-                          "from a separate instance without --auth, reachable only where you trust every client "
-                          "(the default --host 127.0.0.1 keeps it on this machine)")
+    access = access or resolve_access(settings)
+    # MCP clients cannot log in; with a login they get in only with an API key (GradioApiGate)
+    if access.login_required and not access.keys:
+        raise ConfigError("--mcp cannot be combined with --auth unless an API key is set too: MCP clients cannot "
+                          "log in to the app. Add --api-key KEY (MCP clients then send 'Authorization: Bearer "
+                          "KEY'), or serve MCP from a separate instance without --auth on --host 127.0.0.1")
     if importlib.util.find_spec("mcp") is None:
         raise ConfigError("--mcp needs the `mcp` package, which is not installed: run pip install -r "
                           "requirements.txt (or pip install mcp==1.30.0)")
@@ -156,18 +162,51 @@ def start_share_tunnel(settings: Settings, status: ShareStatus) -> None:
         status.done.set()
 
 
+def graceful_server(config, manager: ModelManager):
+    """A uvicorn server for a clean stop on SIGTERM/SIGINT: the manager refuses new jobs at once (503 +
+    Retry-After) while uvicorn lets running requests finish, and `serve` then returns (exit code 0).
+
+    Stock uvicorn re-raises the signal after its shutdown, which kills the process before the manager is
+    released and makes a clean stop look like a crash (exit 143)."""
+    import contextlib
+    import signal
+
+    import uvicorn
+    from uvicorn.server import HANDLED_SIGNALS
+
+    class GracefulServer(uvicorn.Server):
+        def handle_exit(self, sig, frame) -> None:
+            manager.begin_shutdown()
+            super().handle_exit(sig, frame)
+
+        @contextlib.contextmanager
+        def capture_signals(self):
+            if threading.current_thread() is not threading.main_thread():
+                yield
+                return
+            previous = {sig: signal.signal(sig, self.handle_exit) for sig in HANDLED_SIGNALS}
+            try:
+                yield
+            finally:
+                for sig, handler in previous.items():
+                    signal.signal(sig, handler)
+
+    return GracefulServer(config)
+
+
 def serve(settings: Settings) -> int:
     import uvicorn
 
     set_compute_threads(settings.threads)
-    warning = public_warning(settings)
-    if warning:
-        print(warning, file=sys.stderr)
+    access = resolve_access(settings)
+    message = console_message(settings, access)
+    if message:  # the one place the generated login and key are shown (never logged)
+        print(message, file=sys.stderr)
     share = ShareStatus()
     manager = create_manager(settings)
-    app = create_app(settings, manager, share)
+    app = create_app(settings, manager, share, access)
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level="warning")
-    server = uvicorn.Server(config)
+    server = graceful_server(config, manager)
     if settings.share:
         def after_start() -> None:
             while not server.started and not server.should_exit:
@@ -185,5 +224,6 @@ def serve(settings: Settings) -> int:
     try:
         server.run()
     finally:
-        manager.shutdown()
+        # A second Ctrl+C (force exit) means now: running jobs are not waited for then.
+        manager.shutdown(wait_s=0.0 if server.force_exit else SHUTDOWN_WAIT_S)
     return 0

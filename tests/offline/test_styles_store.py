@@ -111,3 +111,17 @@ def test_match_file_fingerprint(tmp_path: Path) -> None:
     assert read_match(path, "abc") is not None
     assert read_match(path, "other models") is None
     assert read_match(tmp_path / "missing.json") is None
+
+
+def test_match_cache_keeps_only_the_most_recently_used(tmp_path: Path) -> None:
+    """Every new prompt recording adds a match: the cache evicts the least recently used beyond its cap."""
+    import os
+
+    cache = MatchCache(tmp_path, max_entries=3)
+    result = MatchResult(VoiceStyle(weights={"v_a": 1.0}), 0.6, 0.5, "v_a", "quick")
+    for n, key in enumerate("abc"):
+        cache.cache_match(key, result)
+        os.utime(cache.cache_dir / f"{key}.json", (1000 + n, 1000 + n))  # a, b, c: oldest first
+    assert cache.cached_match("a") is not None  # a hit makes "a" the most recent
+    cache.cache_match("d", result)
+    assert sorted(p.stem for p in cache.cache_dir.glob("*.json")) == ["a", "c", "d"]  # "b" was evicted

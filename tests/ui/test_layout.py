@@ -49,6 +49,17 @@ def test_only_the_api_endpoints_are_public(app) -> None:
     assert public == sorted(ENDPOINTS)
 
 
+def test_api_jobs_wait_in_the_model_queue_not_behind_each_other(app) -> None:
+    """The soak found Gradio API jobs admitted one at a time in front of the model queue: each waited for the
+    whole REST queue once per Gradio job ahead of it. They go straight to the model queue (the manager's FIFO)."""
+    from cosyvoice_ui.ui.api_tools import ENDPOINTS
+
+    api = [fn for fn in app.fns.values() if fn.api_name in ENDPOINTS and fn.queue]
+    assert api and all(fn.concurrency_limit is None for fn in api)
+    assert not {fn.concurrency_id for fn in api} & {fn.concurrency_id for fn in app.fns.values()
+                                                     if fn.api_name not in ENDPOINTS}
+
+
 def test_every_generate_event_takes_one_dict_of_its_widgets(app) -> None:
     runs = events(app, "run")
     assert len(runs) == 6  # four Generate buttons, and the two example buttons' follow-up

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from ...errors import CheckpointError
+from ..families import redownload_hint
 
 log = logging.getLogger(__name__)
 
@@ -24,7 +25,7 @@ def _session(path: Path, threads: int, use_cuda: bool):
 
     if not path.is_file():
         raise CheckpointError(f"{path.name} is missing from {path.parent.name}/ (an ONNX model every CosyVoice "
-                              "folder ships); re-download the folder")
+                              f"folder ships); {redownload_hint(path.parent)}")
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     options.intra_op_num_threads = max(1, threads)
@@ -35,8 +36,9 @@ def _session(path: Path, threads: int, use_cuda: bool):
     try:
         return ort.InferenceSession(str(path), sess_options=options, providers=providers)
     except Exception as exc:  # onnxruntime raises its own exception types for corrupt files
-        raise CheckpointError(f"{path.name} cannot be loaded by onnxruntime ({type(exc).__name__}: {exc}); "
-                              "the file is probably truncated, re-download it") from exc
+        log.warning("onnxruntime cannot load %s: %s: %s", path, type(exc).__name__, exc)  # its text names full paths
+        raise CheckpointError(f"{path.name} in {path.parent.name}/ is damaged or truncated (onnxruntime cannot load "
+                              f"it); {redownload_hint(path.parent)}") from exc
 
 
 class SpeakerEncoder:

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ...errors import CheckpointError
+from ...validation import check_characters
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
@@ -187,7 +188,10 @@ class QwenTokenizer:
         return self._tokenizer
 
     def encode(self, text: str) -> list[int]:
-        """Token ids of `text`; special strings become their single id; no BOS/EOS."""
+        """Token ids of `text`; special strings become their single id; no BOS/EOS.
+
+        Raises InvalidRequest for a lone surrogate (the Rust tokenizer would fail with a bare TypeError)."""
+        check_characters(text)
         return self._load().encode(text, add_special_tokens=False).ids
 
     def decode(self, ids: Sequence[int]) -> str:

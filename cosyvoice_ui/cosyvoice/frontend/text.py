@@ -28,6 +28,8 @@ import unicodedata
 from collections.abc import Callable
 from typing import Literal
 
+from ...validation import check_characters
+
 log = logging.getLogger(__name__)
 
 MAX_LEN = 80  # flush the buffer when adding a sentence would exceed this ...
@@ -42,6 +44,7 @@ _CJK = re.compile(r"[\u4e00-\u9fff]")
 _ASCII_DIGIT = re.compile(r"[0-9]")
 _ASCII_DIGIT_RUN = re.compile(r"[0-9]+")
 _TRAILING_COMMAS = re.compile(r"[，,、]+$")
+DIGIT_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
 
 Language = Literal["zh", "en"]
 
@@ -103,7 +106,9 @@ class _Backends:
             try:
                 return self._inflect.number_to_words(digits)
             except self._out_of_range:
-                return " ".join(self._inflect.number_to_words(d) for d in digits)
+                # inflect's words for 0-9, from a table: one inflect call per digit costs ~1 ms (it type-checks
+                # every call), so a long digit run held this lock for seconds
+                return " ".join(DIGIT_WORDS[int(d)] for d in digits)
 
 
 _BACKENDS = _Backends()
@@ -248,7 +253,10 @@ def normalize(
         use_frontend: False returns the text untouched (as upstream's `text_frontend=False`).
     Returns:
         The segments (possibly empty when nothing speakable remains), or the string when `split=False`.
+    Raises:
+        InvalidRequest: the text holds a lone surrogate, which the tokenizers and TN backends cannot take.
     """
+    check_characters(text)
     if has_special_syntax(text) or not use_frontend or not text.strip():
         return [text] if split else text
     text = text.strip()

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ...errors import CheckpointError
+from ...validation import check_characters
 
 if TYPE_CHECKING:
     import tiktoken
@@ -135,7 +136,10 @@ class WhisperTokenizer:
         return self._encoding
 
     def encode(self, text: str) -> list[int]:
-        """Token ids of `text`; special strings such as `<|en|>` become their single id."""
+        """Token ids of `text`; special strings such as `<|en|>` become their single id.
+
+        Raises InvalidRequest for a lone surrogate (tiktoken would silently read it as U+FFFD)."""
+        check_characters(text)
         return self._load().encode(text, allowed_special="all")
 
     def decode(self, ids: list[int]) -> str:

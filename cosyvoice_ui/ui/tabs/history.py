@@ -2,23 +2,46 @@
 with the same request and seed."""
 
 # No `from __future__ import annotations`: Gradio finds `request: gr.Request` by its evaluated annotation.
+from pathlib import Path
+
 from ...errors import InvalidRequest
 from .. import strings
 from ..page import Page
 from ..requests import request_from_meta
 
 
+def inside(path, folders: list[Path]) -> bool:
+    """True when `path` (a history entry's file, from the browser) lies in one of `folders`."""
+    try:
+        resolved = Path(str(path)).resolve()
+    except (OSError, ValueError):
+        return False
+    return any(resolved.is_relative_to(folder) for folder in folders)
+
+
 def build_history(page: Page) -> None:
     import gradio as gr
+    from gradio.utils import get_upload_folder
 
     t, options, handlers = page.t, page.options, page.handlers
+    # A history entry comes from the browser's storage, so anyone can forge one: its result is only played from
+    # our output folder, and its recordings only read back from there or Gradio's uploads, never from elsewhere.
+    results = [handlers.output_dir.resolve()]
+    recordings = results + [Path(get_upload_folder()).resolve()]
+
+    def checked_meta(meta: dict) -> dict:
+        for key, what in (("prompt", "prompt audio"), ("source", "source audio")):
+            if meta.get(key) and not inside(meta[key], recordings):
+                raise InvalidRequest("audio_unreadable", f"the {what} of this history entry is no longer on the "
+                                     "server; upload it again on its tab", what=what)
+        return meta
 
     def rerun_of(entry: dict):
         def rerun(data: dict, request: gr.Request, progress=gr.Progress()):
             meta = entry.get("request") or {}
             result = None
             try:
-                req = request_from_meta(meta, entry.get("speed"), entry.get("seed"))
+                req = request_from_meta(checked_meta(meta), entry.get("speed"), entry.get("seed"))
             except InvalidRequest as exc:  # the recording of an old entry is gone or unreadable
                 raise gr.Error(strings.message(exc, options.language(data))) from None
             for result in handlers.run(req, options.output(data), options.past(data), request, progress, meta,
@@ -40,7 +63,8 @@ def build_history(page: Page) -> None:
             for entry in entries:
                 with gr.Row(variant="panel"):
                     gr.Markdown(f"{strings.history_line(entry, lang)}\n\n{entry.get('text', '')}")
-                    gr.Audio(entry.get("file"), interactive=False, show_label=False)
+                    played = entry.get("file") if inside(entry.get("file"), results) else None
+                    gr.Audio(played, interactive=False, show_label=False)
                     rerun = gr.Button(t("rerun"), size="sm", scale=0)
                     rerun.click(rerun_of(entry), inputs=options.inputs, outputs=options.history,
                                 api_visibility="private")
