@@ -355,7 +355,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.deviation and args.family != "v1":
+        parser.error("--deviation measures fast mode against stock on v1 modules only so far; drop it for v2/v3")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     if args.tiny:  # a smoke test: small everything unless asked otherwise
         given = set(argv if argv is not None else sys.argv[1:])

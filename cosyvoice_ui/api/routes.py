@@ -143,7 +143,9 @@ def add_routes(app, manager: ModelManager, settings: Settings, service: ApiServi
     return service
 
 
-THREAD_HEADROOM = 40  # anyio's default pool size: short handlers and the chunks of streamed bodies
+# Threads left for short handlers and the chunks of streamed bodies when the queue is full. Not more: every
+# worker thread that runs a job keeps its own allocator memory, so a bigger pool costs RSS under load.
+THREAD_HEADROOM = 8
 
 
 def widen_thread_pool(app, tokens: int) -> None:
@@ -151,7 +153,8 @@ def widen_thread_pool(app, tokens: int) -> None:
 
     A job waiting in the model queue holds a worker thread (sync routes wait in `manager.job`), and the
     pool (anyio's, 40 threads) is shared with every other sync route and each chunk of a streamed body.
-    With 40 jobs waiting, /health and the voice list stopped answering until the queue drained.
+    With 40 jobs waiting, /health and the voice list stopped answering until the queue drained. The pool
+    never shrinks below anyio's default.
     """
     import contextlib
 
