@@ -2,7 +2,7 @@
 
     python benchmarks/bench_engine.py                      # full-size CosyVoice-300M, random weights
     python benchmarks/bench_engine.py --family v3          # full-size Fun-CosyVoice3-0.5B (v2: CosyVoice2-0.5B)
-    python benchmarks/bench_engine.py --precision fast --deviation
+    python benchmarks/bench_engine.py --precision fast --deviation   # any family; extra-fast too
     python benchmarks/bench_engine.py --model-dir pretrained_models/CosyVoice-300M
     python benchmarks/bench_engine.py --tiny --json        # seconds; what CI runs (no timing checks)
 
@@ -48,7 +48,7 @@ from torch import nn  # noqa: E402
 from cosyvoice_ui.cosyvoice.engine import load_engine  # noqa: E402
 from cosyvoice_ui.cosyvoice.families import V1, V2, V3, VARIANT_FILE  # noqa: E402
 from cosyvoice_ui.cosyvoice.models.linears import PackedLinear  # noqa: E402
-from cosyvoice_ui.cosyvoice.precision import FastSettings  # noqa: E402
+from cosyvoice_ui.cosyvoice.precision import PRECISIONS, settings_for  # noqa: E402
 from cosyvoice_ui.testing.signals import voice_clip  # noqa: E402
 
 from workload import Workload, build_input, render_offline, render_streaming  # noqa: E402
@@ -269,8 +269,14 @@ def run(args: argparse.Namespace, scratch: Path) -> dict:
     if args.deviation:
         from deviation import fast_deviation
 
-        stock = engine if args.precision == "stock" else load_engine(folder, device="cpu", precision="stock")
-        result["deviation_fast_vs_stock"] = fast_deviation(stock, model_input, tokens, FastSettings(), args.seed)
+        # An explicit --n-timesteps is what both modes would run, so the flow-steps rows use it too.
+        fast, extra = settings_for("fast"), settings_for("extra-fast")
+        if args.n_timesteps is not None:
+            fast = dataclasses.replace(fast, n_timesteps=args.n_timesteps)
+            extra = dataclasses.replace(extra, n_timesteps=args.n_timesteps)
+        reuse = args.precision == "stock" and args.n_timesteps is None
+        stock = engine if reuse else load_engine(folder, device="cpu", precision="stock", threads=args.threads)
+        result["deviation_fast_vs_stock"] = fast_deviation(stock, model_input, tokens, fast, extra, args.seed)
     return result
 
 
@@ -318,15 +324,27 @@ def format_report(r: dict) -> str:
     ]
     dev = r.get("deviation_fast_vs_stock")
     if dev:
-        lines.append("fast vs stock on the same tokens and noise (random weights: numerical sensitivity only):")
-        for name, d in dev["flow"].items():
-            lines.append(f"  {name:<28} mel L1 {d['mel_l1']:.4f}  max {d['mel_max_abs']:.3f}  "
-                         f"wave SNR {d['wave_snr_db']:.1f} dB  log-spectrum L1 {d['wave_logspec_l1']:.3f}")
-        if dev["llm_int8"]:
-            q = dev["llm_int8"]
-            lines.append(f"  {'int8 LLM, teacher-forced':<28} top-1 agreement {q['top1_agreement']:.3f}  "
-                         f"mean KL {q['mean_kl']:.4f}")
+        weights = "random weights: numerical sensitivity only" if r["model"]["random_weights"] else "real weights"
+        lines += format_deviation(dev, weights)
     return "\n".join(lines)
+
+
+def format_deviation(dev: dict, weights: str = "random weights: numerical sensitivity only") -> list[str]:
+    """The deviation table of `deviation.fast_deviation`, one row per variant."""
+    lines = [f"fast and extra-fast vs stock ({dev['family']}), same tokens and noise ({weights}); verdict: a mel L1 "
+             f"of at most {dev['threshold']:g} × the noise-seed spread is fast, more is extra-fast only",
+             f"  {'variant':<36}{'mel L1':>8}{'max':>8}{'÷ seed':>8}  {'verdict':<16}{'SNR dB':>7}"
+             f"{'log-spec L1':>12}{'÷ seed':>8}"]
+    for name, d in dev["token_to_wave"].items():
+        lines.append(f"  {name:<36}{d['mel_l1']:8.4f}{d['mel_max_abs']:8.3f}{d['seed_ratio']:8.3f}  "
+                     f"{d['verdict']:<16}{d['wave_snr_db']:7.1f}{d['wave_logspec_l1']:12.3f}"
+                     f"{d['logspec_seed_ratio']:8.3f}")
+    if dev["llm_int8"]:
+        q = dev["llm_int8"]
+        lines.append(f"  int8 LLM, teacher-forced over {q['steps']} steps: top-1 agreement {q['top1_agreement']:.3f}, "
+                     f"mean KL {q['mean_kl']:.4f} nats")
+    lines += [f"  not measured: {note}" for note in dev["skipped"]]
+    return lines
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -337,7 +355,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="tiny random model, 60 tokens, 1 run, 1 thread: seconds (smoke test, CI)")
     p.add_argument("--family", default="v1", choices=sorted(FAMILIES),
                    help="architecture of the random model: v1 CosyVoice-300M, v2 CosyVoice2-0.5B, v3 Fun-CosyVoice3-0.5B")
-    p.add_argument("--precision", default="stock", choices=["stock", "fast"])
+    p.add_argument("--precision", default="stock", choices=PRECISIONS)
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     p.add_argument("--tokens", type=int, default=None,
                    help="speech tokens to decode, EOS ignored (default: 5 s at the family's rate, v1 250, v2/v3 125)")
@@ -347,7 +365,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--upstream-schedule", action="store_true",
                    help="stream with upstream's chunk schedule (first chunk after 100 + 20 tokens)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--deviation", action="store_true", help="also measure fast-mode deviation from stock")
+    p.add_argument("--deviation", action="store_true",
+                   help="also measure how far fast and extra-fast move the output from stock")
     p.add_argument("--cache-dir", default=str(DEFAULT_CACHE), help="where the random full-size model is kept")
     p.add_argument("--json", action="store_true", help="print one JSON object (last line)")
     p.add_argument("--out", type=Path, help="also write the JSON result to this file")
@@ -357,8 +376,6 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.deviation and args.family != "v1":
-        parser.error("--deviation measures fast mode against stock on v1 modules only so far; drop it for v2/v3")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     if args.tiny:  # a smoke test: small everything unless asked otherwise
         given = set(argv if argv is not None else sys.argv[1:])

@@ -117,13 +117,14 @@ class Precision:
     """How a loaded model computes: "stock" (upstream's numbers) or "fast" (opt-in speed for accuracy),
     and what each stage runs as. Backends without a precision switch report None in `EngineInfo`."""
 
-    mode: str = "stock"  # "stock" | "fast"
+    mode: str = "stock"  # "stock" | "fast" | "extra-fast"
     llm: str = "fp32"  # e.g. "fp32 (oneDNN packed, 96 linears, q/k/v fused)", "int8 dynamic (...)"
     flow: str = "fp32"  # "fp32" | "bf16 estimator"
     flow_attention: str = "sdpa"  # "sdpa" | "matmul" (bf16 estimator)
     hift: str = "fp32"  # "fp32" | "bf16 convolutions (...)"
     flow_steps: int | None = None  # Euler steps when not the yaml's
     flow_prompt_seconds: float | None = None  # fast mode keeps only the prompt's last seconds in the flow
+    flow_guidance: bool = True  # classifier-free guidance in the flow (extra-fast turns it off)
 
     @property
     def bf16_flow(self) -> bool:

@@ -35,16 +35,24 @@ def test_tiny_benchmark_reports_every_key() -> None:
     assert result["streaming"]["chunks"] >= 2
 
 
-@pytest.mark.slow  # another ~8 s; fast mode itself is covered by tests/test_fast_mode.py
-def test_tiny_benchmark_fast_mode_and_deviation() -> None:
-    result = _bench("--precision", "fast", "--deviation", "--stream-runs", "0")
-    assert result["precision"] == "fast"
-    assert result["engine"]["llm"].startswith("int8") and result["engine"]["flow_steps"] == 4
+@pytest.mark.slow  # ~10 s each; fast mode is covered by tests/test_fast_mode.py, the report by test_deviation.py
+@pytest.mark.parametrize(("family", "precision"), [("v1", "fast"), ("v3", "extra-fast")])
+def test_tiny_benchmark_fast_mode_and_deviation(family: str, precision: str) -> None:
+    from cosyvoice_ui.cosyvoice.precision import settings_for
+
+    result = _bench("--family", family, "--precision", precision, "--deviation", "--stream-runs", "0")
+    assert result["precision"] == precision and result["engine"]["mode"] == precision
+    assert result["engine"]["llm"].startswith("int8")
+    assert result["engine"]["flow_steps"] == settings_for(precision).n_timesteps
+    assert result["engine"]["flow_guidance"] is (precision == "fast")
     assert result["first_chunk_s"] is None  # streaming skipped
     deviation = result["deviation_fast_vs_stock"]
-    assert "fast (all token-to-wave changes)" in deviation["flow"]
-    for numbers in deviation["flow"].values():
+    assert deviation["family"] == family
+    rows = deviation["token_to_wave"]
+    assert {"stock, other noise seed", "fast (all token-to-wave changes)", "extra-fast (all, no guidance)"} <= set(rows)
+    for numbers in rows.values():
         assert isinstance(numbers["mel_l1"], float) and isinstance(numbers["wave_snr_db"], float)
+        assert numbers["verdict"] in ("scale", "fast", "extra-fast only")
     assert 0.0 <= deviation["llm_int8"]["top1_agreement"] <= 1.0
 
 

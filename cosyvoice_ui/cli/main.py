@@ -37,6 +37,8 @@ class _TerminalProgress:
 
 
 def _add_synth(sub) -> None:
+    from ..web.flags import add_precision_flag  # the app's flag, same help
+
     p = sub.add_parser("synth", help="synthesise speech to an audio file")
     p.add_argument("--model-dir", type=Path, help="model folder (default: first one in pretrained_models/)")
     p.add_argument("--mode", default=None, choices=[m.value for m in Mode],
@@ -61,7 +63,7 @@ def _add_synth(sub) -> None:
     p.add_argument("--voice-match", default="quick", choices=["quick", "refine"],
                    help="offline default voice only: how closely to match --prompt-wav (refine takes ~1 min)")
     p.add_argument("--device", default="auto")
-    p.add_argument("--precision", default="stock", choices=["stock", "fast"])
+    add_precision_flag(p)
     p.add_argument("--format", default=None, help="wav, mp3, flac or pcm (default: from --out's extension)")
     p.add_argument("--loudness", type=float, default=None, help="normalise to this LUFS (e.g. -20); off by default")
     p.add_argument("--join", action="store_true", help="with --text-file: one output file")

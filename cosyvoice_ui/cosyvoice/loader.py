@@ -108,7 +108,7 @@ def load_parts(model_dir: Path, device: str = "auto", progress: ProgressCallback
     flow = backend.load_flow(config.flow, read_state_dict(folder.path / "flow.pt")).to(device)
     report(progress, "load", 0.70, "loading hift.pt")
     hift = backend.load_vocoder(config.hift, read_state_dict(folder.path / "hift.pt"), config).to(device)
-    applied = apply_precision(llm, flow, precision, device, fast or FastSettings(), hift=hift)
+    applied = apply_precision(llm, flow, precision, device, fast, hift=hift)
     if n_timesteps is not None:  # an explicit step count wins over either mode's
         applied = replace(applied, flow_steps=n_timesteps)
     report(progress, "load", 0.80, "loading speaker encoder and speech tokenizer (ONNX)")

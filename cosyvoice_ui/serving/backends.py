@@ -91,3 +91,17 @@ def download_model(name: str, models_dir: Path, progress: ProgressCallback | Non
     from ..cosyvoice.hub import download
 
     return download(name, models_dir, progress=progress)
+
+
+def precision_modes() -> tuple[str, ...]:
+    """The precision modes a CosyVoice folder loads with, fastest last (`cosyvoice/precision.py`)."""
+    from ..cosyvoice.precision import PRECISIONS
+
+    return PRECISIONS
+
+
+def fast_flow_steps() -> int:
+    """The flow's diffusion steps in fast mode, for texts that say what fast changes."""
+    from ..cosyvoice.precision import settings_for
+
+    return settings_for("fast").n_timesteps

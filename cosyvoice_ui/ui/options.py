@@ -1,10 +1,11 @@
-"""The output options (loudness, file format, fast mode) and the per-browser state every generate event
+"""The output options (loudness, file format, precision) and the per-browser state every generate event
 carries besides its tab's widgets: this browser's history and language."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..serving.backends import precision_modes
 from ..serving.manager import ModelManager
 from ..types import EngineInfo
 from . import strings
@@ -15,7 +16,7 @@ from .handlers import OutputOptions
 class Options:
     normalize: object
     fmt: object
-    fast: object  # reloads the model in fast mode; shown only where the backend has a precision switch
+    precision: object  # stock / fast / extra-fast: reloads the model; shown only where the backend has the switch
     history: object  # gr.BrowserState: this browser's past results
     lang: object  # the browser's language (hidden), filled in on page load
 
@@ -36,12 +37,18 @@ class Options:
     def adapt(self, info: EngineInfo | None, data: dict) -> dict:
         import gradio as gr
 
-        return {self.fast: gr.update(visible=switchable(info))}
+        return {self.precision: gr.update(visible=switchable(info))}
 
 
 def switchable(info: EngineInfo | None) -> bool:
-    """Backends with a precision record can reload in fast mode; the others cannot."""
+    """Backends with a precision record (every CosyVoice generation) can reload in another precision mode; the
+    others (offline voice, remote engine) cannot."""
     return bool(info and info.precision is not None)
+
+
+def precision_choices(t) -> list[tuple[object, str]]:
+    """The radio's (label, mode) pairs, one per precision mode the backends know (stock first)."""
+    return [(t(f"precision_{mode.replace('-', '_')}"), mode) for mode in precision_modes()]
 
 
 def build_options(manager: ModelManager, t) -> Options:
@@ -51,16 +58,17 @@ def build_options(manager: ModelManager, t) -> Options:
         with gr.Row():
             normalize = gr.Checkbox(value=True, label=t("normalize"))
             fmt = gr.Dropdown(["wav", "mp3", "flac"], value="wav", label=t("format"))
-            fast = gr.Checkbox(value=manager.load_options.precision == "fast", label=t("fast"),
-                               visible=switchable(manager.info()))
+            precision = gr.Radio(precision_choices(t), value=manager.load_options.precision, label=t("precision"),
+                                 info=t("precision_info"), visible=switchable(manager.info()))
     history = gr.BrowserState([], storage_key="cosyvoice_history")
     # Messages follow the browser's language (labels use gr.I18n, which the frontend translates itself).
     lang = gr.Textbox(value="en", visible=False)
-    options = Options(normalize, fmt, fast, history, lang)
+    options = Options(normalize, fmt, precision, history, lang)
 
     def switch_precision(data: dict) -> None:
-        if manager.set_load_options(precision="fast" if data[fast] else "stock"):
+        mode = data[precision]
+        if mode in precision_modes() and manager.set_load_options(precision=mode):
             gr.Info(strings.label("precision_switched", options.language(data)))
 
-    fast.change(switch_precision, inputs={fast, lang}, api_visibility="private")
+    precision.change(switch_precision, inputs={precision, lang}, api_visibility="private")
     return options

@@ -114,7 +114,7 @@ def test_the_page_adapts_to_the_model_and_the_submode(app) -> None:
     assert shown["instruct_text"]["visible"] is True and shown["prompt_audio"]["visible"] is False
     hidden = {label_key(c): u for c, u in adapt.fn({submode: "cross"}).items()}
     assert hidden["instruct_text"]["visible"] is False and hidden["prompt_audio"]["visible"] is True
-    assert hidden["fast"]["visible"] is False  # the fake engine has no precision switch
+    assert hidden["precision"]["visible"] is False  # the fake engine has no precision switch
 
 
 def test_a_model_without_instructions_says_so(tmp_path: Path) -> None:
