@@ -47,7 +47,7 @@ from torch import nn  # noqa: E402
 
 from cosyvoice_ui.cosyvoice.engine import load_engine  # noqa: E402
 from cosyvoice_ui.cosyvoice.families import V1, V2, V3, VARIANT_FILE  # noqa: E402
-from cosyvoice_ui.cosyvoice.models.linears import PackedLinear  # noqa: E402
+from cosyvoice_ui.cosyvoice.models.linears import Int4Linear, PackedLinear  # noqa: E402
 from cosyvoice_ui.cosyvoice.precision import PRECISIONS, settings_for  # noqa: E402
 from cosyvoice_ui.testing.signals import voice_clip  # noqa: E402
 
@@ -113,6 +113,10 @@ def llm_bytes_per_token(llm: nn.Module) -> int:
                 continue
             for p in module.parameters(recurse=False):
                 total += p.numel() * p.element_size()
+            if isinstance(module, Int4Linear):  # packed nibbles, then a (scale, zero) pair per group
+                total += module.weight_packed.numel() * module.weight_packed.element_size()
+                total += module.scales_and_zeros.numel() * module.scales_and_zeros.element_size()
+                total += 0 if module.bias is None else module.bias.numel() * 4
             if isinstance(module, PackedLinear):  # weights outside the parameter list
                 total += module.in_features * module.out_features * 4
                 total += 0 if module.bias is None else module.bias.numel() * 4
@@ -153,9 +157,11 @@ def count_flops(engine, model_input, tokens: list[int], seed: int) -> tuple[int,
 
 
 def floor_estimate(machine: dict, llm_bytes: int, tokens: int, flow_flops: int, hift_flops: int,
-                   bf16_flow: bool, bf16_hift: bool = False) -> dict[str, float]:
+                   bf16_flow: bool, bf16_hift: bool = False, int8_flow: bool = False) -> dict[str, float]:
     bf16_rate = machine.get("bf16_gflop_s")
     gemm = bf16_rate if bf16_flow and bf16_rate else machine["fp32_gflop_s"]
+    if int8_flow and machine.get("int8_gflop_s"):  # all of its FLOPs at the int8 rate: still a lower bound
+        gemm = max(machine["int8_gflop_s"], gemm)
     llm_s = llm_bytes * tokens / (machine["read_gb_s"] * 1e9)
     flow_s = flow_flops / (gemm * 1e9)
     hift_s = hift_flops / ((bf16_rate if bf16_hift and bf16_rate else machine["fp32_gflop_s"]) * 1e9)
@@ -217,7 +223,7 @@ def run(args: argparse.Namespace, scratch: Path) -> dict:
     flow_flops, hift_flops = count_flops(engine, model_input, tokens, args.seed)
     bf16_flow, bf16_hift = engine.info.precision.bf16_flow, engine.info.precision.bf16_hift
     floor = floor_estimate(machine, llm_bytes_per_token(engine.llm), len(tokens), flow_flops, hift_flops, bf16_flow,
-                           bf16_hift)
+                           bf16_hift, int8_flow=engine.info.precision.int8_flow)
     floor_rtf = floor["total_s"] / audio_s
 
     walls = [wall for wall, _, _ in offline]
@@ -298,7 +304,8 @@ def format_report(r: dict) -> str:
         f"workload: {r['workload']} → {r['audio_s']:.2f} s of audio",
         f"engine: {engine}",
         f"machine: read {m['read_gb_s']:.1f} GB/s, copy {m['copy_gb_s']:.1f} GB/s, batch-1 GEMV "
-        f"{m['gemv_gb_s']:.1f} GB/s, fp32 GEMM {m['fp32_gflop_s']:.0f} GFLOP/s, bf16 GEMM {m['bf16_gflop_s']:.0f}",
+        f"{m['gemv_gb_s']:.1f} GB/s, fp32 GEMM {m['fp32_gflop_s']:.0f} GFLOP/s, bf16 GEMM {m['bf16_gflop_s']:.0f}, "
+        f"int8 GEMM {m.get('int8_gflop_s', 0):.0f}",
         f"load {r['load_s']:.2f} s · peak RSS {r['peak_rss_mb']:.0f} MB",
         f"frontend {r['frontend_s']:.3f} s ({r['frontend_note']}); same voice again "
         f"{r['frontend_cached_s'] * 1e3:.1f} ms (prompt cache {cache})",
@@ -339,10 +346,11 @@ def format_deviation(dev: dict, weights: str = "random weights: numerical sensit
         lines.append(f"  {name:<36}{d['mel_l1']:8.4f}{d['mel_max_abs']:8.3f}{d['seed_ratio']:8.3f}  "
                      f"{d['verdict']:<16}{d['wave_snr_db']:7.1f}{d['wave_logspec_l1']:12.3f}"
                      f"{d['logspec_seed_ratio']:8.3f}")
-    if dev["llm_int8"]:
-        q = dev["llm_int8"]
-        lines.append(f"  int8 LLM, teacher-forced over {q['steps']} steps: top-1 agreement {q['top1_agreement']:.3f}, "
-                     f"mean KL {q['mean_kl']:.4f} nats")
+    for bits in ("int8", "int4"):
+        q = dev.get(f"llm_{bits}")
+        if q:
+            lines.append(f"  {bits} LLM, teacher-forced over {q['steps']} steps: top-1 agreement "
+                         f"{q['top1_agreement']:.3f}, mean KL {q['mean_kl']:.4f} nats")
     lines += [f"  not measured: {note}" for note in dev["skipped"]]
     return lines
 

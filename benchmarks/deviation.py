@@ -1,7 +1,7 @@
 """How far the "fast" and "extra-fast" precisions move the output from stock, on the same input and noise.
 
 Any family (v1, v2, v3). Token-to-wave: a stock engine renders the same speech tokens with each change
-alone (flow steps, flow prompt, bf16 estimator, bf16 HiFT, no classifier-free guidance), then every fast
+alone (flow steps, flow prompt, the int8 or bf16 estimator, bf16 HiFT, no classifier-free guidance), then every fast
 change together and every extra-fast change together. The flow noise is one fixed draw (a shorter prompt
 takes its last frames, so the generated frames see identical noise) and so is the vocoder's NSF noise
 (drawn the way the family's sine generator draws; v3's fixed buffer is rebuilt from the seed too).
@@ -15,8 +15,8 @@ L1 is at most a quarter of that (`THRESHOLD`) is "fast"; anything more is "extra
 labelled opt-in (issue 14). A vocoder-only change (bf16 HiFT) leaves the mel exactly as it is, so its
 mel verdict says nothing: its log-spectrum L1 ÷ the seed row's is given for that.
 
-LLM: teacher-forced log-probabilities of the stock and the int8 LLM over the same tokens: top-1
-agreement and the mean KL divergence per step.
+LLM: teacher-forced log-probabilities of the stock and the int8 LLM (fast) and the int4 one (extra-fast)
+over the same tokens: top-1 agreement and the mean KL divergence per step.
 
 With random weights these numbers only show numerical sensitivity, not audible quality.
 """
@@ -31,6 +31,7 @@ import torch
 from torch import nn
 
 from cosyvoice_ui.cosyvoice.checkpoint import read_state_dict
+from cosyvoice_ui.cosyvoice.models.linears import int4_kernels_available
 from cosyvoice_ui.cosyvoice.models.nsf import CausalSineGen2, FixedNSFNoise, NSFNoise
 from cosyvoice_ui.cosyvoice.precision import FastSettings, bf16_is_native, settings_for
 from cosyvoice_ui.cosyvoice.registry import backend_for
@@ -172,15 +173,28 @@ def fast_variants(engine, fast: FastSettings, extra_fast: FastSettings) -> tuple
     """The scale row, each token-to-wave change of `fast` and `extra_fast` alone, then each mode whole; and
     what was left out (bf16 without native support: the engine keeps float32 there too)."""
     native = bf16_is_native()
-    estimators: dict[bool, nn.Module] = {}  # by matmul_attention
+    estimators: dict[tuple, nn.Module] = {}  # by (int8, matmul_attention)
     hifts: list[nn.Module] = []
 
-    def bf16_estimator(settings: FastSettings) -> nn.Module:
-        if settings.matmul_attention not in estimators:
+    def converts(settings: FastSettings) -> bool:
+        return uses_int8_estimator(engine, settings) or (settings.bf16_estimator and native)
+
+    def estimator(settings: FastSettings) -> nn.Module:
+        """The estimator copy `apply_precision` would make for `settings` (int8 where it takes it, else bf16)."""
+        key = (uses_int8_estimator(engine, settings), settings.matmul_attention)
+        if key not in estimators:
             converted = copy.deepcopy(engine.flow.estimator)
-            converted.to_bf16(matmul_attention=settings.matmul_attention)
-            estimators[settings.matmul_attention] = converted
-        return estimators[settings.matmul_attention]
+            if key[0]:
+                converted.to_int8(bf16_attention=settings.matmul_attention and native)
+            else:
+                converted.to_bf16(matmul_attention=settings.matmul_attention)
+            estimators[key] = converted
+        return estimators[key]
+
+    def estimator_name(settings: FastSettings) -> str:
+        if uses_int8_estimator(engine, settings):
+            return "int8 estimator" + (", bf16 matmul attention" if settings.matmul_attention and native else "")
+        return "bf16 estimator" + (", matmul attention" if settings.matmul_attention else "")
 
     def bf16_hift() -> nn.Module:
         if not hifts:
@@ -194,9 +208,8 @@ def fast_variants(engine, fast: FastSettings, extra_fast: FastSettings) -> tuple
         out = {f"{settings.n_timesteps} flow steps": Change(n_timesteps=settings.n_timesteps),
                f"flow prompt {settings.flow_prompt_seconds:g} s": Change(
                    flow_prompt_seconds=settings.flow_prompt_seconds)}
-        if settings.bf16_estimator and native:
-            name = "bf16 estimator" + (", matmul attention" if settings.matmul_attention else "")
-            out[name] = Change(estimator=bf16_estimator(settings))
+        if converts(settings):
+            out[estimator_name(settings)] = Change(estimator=estimator(settings))
         if settings.bf16_hift and native:
             out["bf16 HiFT convolutions"] = Change(hift=bf16_hift())
         if not settings.guidance:
@@ -205,23 +218,33 @@ def fast_variants(engine, fast: FastSettings, extra_fast: FastSettings) -> tuple
 
     def whole(settings: FastSettings) -> Change:
         return Change(n_timesteps=settings.n_timesteps, flow_prompt_seconds=settings.flow_prompt_seconds,
-                      estimator=bf16_estimator(settings) if settings.bf16_estimator and native else None,
+                      estimator=estimator(settings) if converts(settings) else None,
                       hift=bf16_hift() if settings.bf16_hift and native else None, guidance=settings.guidance)
 
     variants = {SEED_ROW: Change(seed_offset=SEED_OFFSET), **changes(fast), **changes(extra_fast),
                 FAST_ROW: whole(fast), EXTRA_ROW: whole(extra_fast)}
     skipped = []
-    if not native and any(s.bf16_estimator or s.bf16_hift for s in (fast, extra_fast)):
+    if not native and any((s.bf16_estimator and not uses_int8_estimator(engine, s)) or s.bf16_hift
+                          for s in (fast, extra_fast)):
         skipped.append("bf16 estimator and HiFT: this CPU has no native bf16, so fast mode keeps them float32")
     return variants, skipped
 
 
-def llm_deviation(engine, model_input, tokens: list[int]) -> dict[str, float]:
-    """Teacher-forced agreement of the int8 LLM (loaded afresh from the folder) with the stock one."""
+def uses_int8_estimator(engine, settings: FastSettings) -> bool:
+    """Whether `apply_precision` gives this engine's estimator int8 linears under `settings` (as it decides)."""
+    return settings.int8_estimator and hasattr(engine.flow.estimator, "to_int8")
+
+
+def llm_deviation(engine, model_input, tokens: list[int], bits: int = 8) -> dict[str, float]:
+    """Teacher-forced agreement of the int8 (or int4, `bits=4`) LLM, loaded afresh from the folder, with the
+    stock one."""
     backend = backend_for(engine.folder.family)
     int8 = backend.load_llm(engine.config.llm, read_state_dict(engine.folder.path / "llm.pt"), engine.folder.path)
     int8.fuse_qkv()  # as apply_precision does
-    int8.quantize_int8()
+    if bits == 4:
+        int8.quantize_int4()
+    else:
+        int8.quantize_int8()
     args = (model_input.text, model_input.prompt_text, model_input.llm_prompt_tokens, model_input.llm_embedding,
             torch.tensor([tokens], dtype=torch.long))
     with torch.inference_mode():
@@ -241,7 +264,9 @@ def fast_deviation(stock_engine, model_input, tokens: list[int], fast: FastSetti
     extra_fast = extra_fast or settings_for("extra-fast")
     variants, skipped = fast_variants(stock_engine, fast, extra_fast)
     rows = with_verdicts(token_to_wave_deviation(stock_engine, model_input, tokens, variants, seed))
-    int8 = fast.int8_llm or extra_fast.int8_llm
+    int4 = any(s.int4_llm for s in (fast, extra_fast)) and int4_kernels_available()
+    int8 = any(s.int8_llm and not (s.int4_llm and int4) for s in (fast, extra_fast))
     return {"family": stock_engine.folder.family.name, "threshold": THRESHOLD, "scale": SEED_ROW,
             "token_to_wave": rows, "llm_int8": llm_deviation(stock_engine, model_input, tokens) if int8 else {},
+            "llm_int4": llm_deviation(stock_engine, model_input, tokens, bits=4) if int4 else {},
             "settings": {"fast": asdict(fast), "extra-fast": asdict(extra_fast)}, "skipped": skipped}

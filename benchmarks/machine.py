@@ -8,6 +8,8 @@ Measures (torch, best of `repeats`, the same as performance-facts.md §7):
     copy_gb_s   `copy_` between two buffers (bytes read + written / s)
     gemv_gb_s   batch-1 `F.linear` over [4096, 1024] float32 weights (what naive decoding gets)
     fp32_gflop_s / bf16_gflop_s   square `torch.mm` (bf16 only where the CPU has native bf16 dot products)
+    int8_gflop_s   the same product as an int8 dynamic-quantised linear (fbgemm: int8 weights, activations
+                   quantised per call), what fast mode's int8 flow estimator runs
 """
 
 from __future__ import annotations
@@ -62,7 +64,28 @@ def measure(buffer_mb: int = 1024, gemm_n: int = 2048, repeats: int = 5) -> dict
     if native_bf16:
         mb = m.bfloat16()
         result["bf16_gflop_s"] = flops / best_time(lambda: torch.mm(mb, mb), repeats) / 1e9
+    result["int8_gflop_s"] = flops / best_time(_int8_linear(m), repeats) / 1e9
     return result
+
+
+def _int8_linear(m: torch.Tensor) -> Callable[[], object]:
+    """x·mᵀ through an int8 dynamic-quantised linear (the kernel `quantize_linears_int8` installs)."""
+    import warnings
+
+    from torch.ao.quantization import quantize_dynamic
+
+    linear = torch.nn.Linear(m.size(1), m.size(0), bias=False)
+    with torch.no_grad():
+        linear.weight.copy_(m)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch.ao's deprecation notice
+        q = quantize_dynamic(torch.nn.Sequential(linear), {torch.nn.Linear}, dtype=torch.qint8, inplace=False)
+
+    def run() -> object:
+        with torch.inference_mode():
+            return q(m)
+
+    return run
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -119,7 +119,7 @@ class Precision:
 
     mode: str = "stock"  # "stock" | "fast" | "extra-fast"
     llm: str = "fp32"  # e.g. "fp32 (oneDNN packed, 96 linears, q/k/v fused)", "int8 dynamic (...)"
-    flow: str = "fp32"  # "fp32" | "bf16 estimator"
+    flow: str = "fp32"  # "fp32" | "bf16 estimator" | "int8 estimator (N linears)"
     flow_attention: str = "sdpa"  # "sdpa" | "matmul" (bf16 estimator)
     hift: str = "fp32"  # "fp32" | "bf16 convolutions (...)"
     flow_steps: int | None = None  # Euler steps when not the yaml's
@@ -129,6 +129,10 @@ class Precision:
     @property
     def bf16_flow(self) -> bool:
         return self.flow.startswith("bf16")
+
+    @property
+    def int8_flow(self) -> bool:
+        return self.flow.startswith("int8")
 
     @property
     def bf16_hift(self) -> bool:

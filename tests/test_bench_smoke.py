@@ -42,7 +42,8 @@ def test_tiny_benchmark_fast_mode_and_deviation(family: str, precision: str) -> 
 
     result = _bench("--family", family, "--precision", precision, "--deviation", "--stream-runs", "0")
     assert result["precision"] == precision and result["engine"]["mode"] == precision
-    assert result["engine"]["llm"].startswith("int8")
+    assert result["engine"]["llm"].startswith("int8" if precision == "fast" else "int4 grouped")
+    assert result["floor"]["llm_bytes_per_token"] > 0
     assert result["engine"]["flow_steps"] == settings_for(precision).n_timesteps
     assert result["engine"]["flow_guidance"] is (precision == "fast")
     assert result["first_chunk_s"] is None  # streaming skipped
@@ -54,6 +55,7 @@ def test_tiny_benchmark_fast_mode_and_deviation(family: str, precision: str) -> 
         assert isinstance(numbers["mel_l1"], float) and isinstance(numbers["wave_snr_db"], float)
         assert numbers["verdict"] in ("scale", "fast", "extra-fast only")
     assert 0.0 <= deviation["llm_int8"]["top1_agreement"] <= 1.0
+    assert 0.0 <= deviation["llm_int4"]["top1_agreement"] <= 1.0
 
 
 @pytest.mark.parametrize("family", ["v2", "v3"])

@@ -46,12 +46,16 @@ def report(setup):
     return deviation.fast_deviation(engine, model_input, tokens, settings_for("fast"), settings_for("extra-fast"))
 
 
-def _expected_rows(fast: FastSettings, extra: FastSettings) -> set[str]:
+def _expected_rows(family: str, fast: FastSettings, extra: FastSettings) -> set[str]:
     rows = {deviation.SEED_ROW, f"{fast.n_timesteps} flow steps", f"{extra.n_timesteps} flow steps",
             f"flow prompt {fast.flow_prompt_seconds:g} s", "no classifier-free guidance", deviation.FAST_ROW,
             deviation.EXTRA_ROW}
+    if family == "v3":  # the DiT takes int8 linears (bf16 attention where native); the U-Nets bf16
+        rows.add("int8 estimator" + (", bf16 matmul attention" if bf16_is_native() else ""))
+    elif bf16_is_native():
+        rows.add("bf16 estimator, matmul attention")
     if bf16_is_native():
-        rows |= {"bf16 estimator, matmul attention", "bf16 HiFT convolutions"}
+        rows.add("bf16 HiFT convolutions")
     return rows
 
 
@@ -59,7 +63,7 @@ def test_report_has_every_row_with_finite_numbers(setup, report) -> None:
     family = setup[0]
     assert report["family"] == family
     rows = report["token_to_wave"]
-    assert set(rows) == _expected_rows(settings_for("fast"), settings_for("extra-fast"))
+    assert set(rows) == _expected_rows(family, settings_for("fast"), settings_for("extra-fast"))
     assert bool(report["skipped"]) is not bf16_is_native()
     for name, row in rows.items():
         for key in ("mel_l1", "mel_max_abs", "seed_ratio", "wave_snr_db", "wave_logspec_l1", "logspec_seed_ratio"):
@@ -91,10 +95,11 @@ def test_verdict_follows_the_seed_ratio(report) -> None:
 
 
 def test_int8_llm_agreement_is_measured(report) -> None:
-    q = report["llm_int8"]
-    assert 0.0 <= q["top1_agreement"] <= 1.0 and q["top1_agreement"] > 0.5
-    assert math.isfinite(q["mean_kl"]) and q["mean_kl"] > -1e-6
-    assert q["steps"] == TOKENS + 1  # one row per forced token and the one after the last
+    for key in ("llm_int8", "llm_int4"):  # fast's int8 LLM and extra-fast's int4 one
+        q = report[key]
+        assert 0.0 <= q["top1_agreement"] <= 1.0 and q["top1_agreement"] > 0.5, key
+        assert math.isfinite(q["mean_kl"]) and q["mean_kl"] > -1e-6, key
+        assert q["steps"] == TOKENS + 1  # one row per forced token and the one after the last
 
 
 def test_a_variant_equal_to_stock_deviates_by_nothing(setup) -> None:
@@ -113,13 +118,14 @@ def test_a_variant_equal_to_stock_deviates_by_nothing(setup) -> None:
 
 def test_the_flow_steps_row_uses_the_settings_given(setup) -> None:
     _, engine, model_input, tokens = setup
-    fast = replace(settings_for("fast"), n_timesteps=2, bf16_estimator=False, bf16_hift=False, int8_llm=False)
+    fast = replace(settings_for("fast"), n_timesteps=3, bf16_estimator=False, int8_estimator=False, bf16_hift=False,
+                   int8_llm=False)
     extra = replace(fast, guidance=False)
     result = deviation.fast_deviation(engine, model_input, tokens, fast, extra)
-    assert [name for name in result["token_to_wave"] if name.endswith("flow steps")] == ["2 flow steps"]
-    assert result["token_to_wave"]["2 flow steps"]["mel_l1"] > 0
-    assert result["llm_int8"] == {}  # neither mode quantises the LLM here
-    assert result["settings"]["fast"]["n_timesteps"] == 2
+    assert [name for name in result["token_to_wave"] if name.endswith("flow steps")] == ["3 flow steps"]
+    assert result["token_to_wave"]["3 flow steps"]["mel_l1"] > 0
+    assert result["llm_int8"] == {} and result["llm_int4"] == {}  # neither mode quantises the LLM here
+    assert result["settings"]["fast"]["n_timesteps"] == 3
 
 
 class _Broken(torch.nn.Module):

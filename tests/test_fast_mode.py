@@ -58,7 +58,8 @@ def test_extra_fast_v3_drops_guidance_and_still_speaks(tiny_v3: Path) -> None:
     engine = load_engine(tiny_v3, device="cpu", precision="extra-fast")
     precision = engine.info.precision
     assert precision.mode == "extra-fast" and precision.flow_guidance is False
-    assert precision.llm.startswith("int8") and precision.flow_steps == settings_for("extra-fast").n_timesteps
+    assert precision.llm.startswith("int4 grouped") and precision.flow_steps == settings_for("extra-fast").n_timesteps
+    assert precision.int8_flow  # the DiT takes int8 linears in both fast modes
     assert engine.flow.decoder.inference_cfg_rate == 0
     rows = []  # the estimator's batch per call: 1 without guidance (2 with it)
     hook = engine.flow.decoder.estimator.register_forward_pre_hook(lambda module, args: rows.append(args[0].size(0)))

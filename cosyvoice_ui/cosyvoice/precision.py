@@ -2,7 +2,8 @@
 of what was done: a faster weight layout for the stock path, and the opt-in "fast" precision.
 
 The transforms themselves are the modules' own methods (`TransformerLM.fuse_qkv / pack_linears /
-column_major_linears / quantize_int8`, `ConditionalDecoder.to_bf16`, `HiFTGenerator.set_conv_dtype`);
+column_major_linears / quantize_int8 / quantize_int4`, `ConditionalDecoder.to_bf16`, `DiT.to_int8`,
+`HiFTGenerator.set_conv_dtype`);
 this module only decides, from the precision asked for, the device and the CPU, which ones run.
 
 stock — the same arithmetic with faster kernels: the LLM's linears pre-packed for oneDNN's inner
@@ -14,10 +15,15 @@ fast — changes the numbers, for speed (`FastSettings`):
       per call): a quarter of the bytes per decoded token;
     * the flow estimator in bfloat16 where the CPU has native bf16 dot products (AVX512-BF16
       or AMX), with its time embedding kept in float32 (t·1000 in bf16 would be off by up to ~1 rad)
-      and its attention as plain matmuls (faster than the bf16 SDPA kernel on CPU);
+      and its attention as plain matmuls (faster than the bf16 SDPA kernel on CPU); an estimator made
+      of linears (v3's DiT) takes int8 dynamic linears with bf16 matmul attention instead, which is
+      faster there (the U-Nets of v1/v2 are convolution-bound and faster in bf16);
     * HiFT's convolution stack in bfloat16 (same CPU condition), f0 predictor, NSF source and STFTs
       in float32;
     * fewer Euler steps and a shorter flow prompt (applied by the engine).
+extra-fast — fast, plus no classifier-free guidance in the flow (half its work) and 4-bit grouped LLM
+    weights (half the bytes of int8 per token); both move the output more than fast may
+    (benchmarks/deviation.py), so this is a separate, labelled opt-in.
 
 Not here: the transforms (the modules' methods), asking for a precision (loader.py), measuring its
 effect (benchmarks/bench_engine.py).
@@ -32,7 +38,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from ..types import Precision
-from .models.linears import onednn_linear_works
+from .models.linears import INT4_GROUP, int4_kernels_available, onednn_linear_works
 
 if TYPE_CHECKING:
     from .models.flow import MaskedDiffWithXvec
@@ -49,24 +55,27 @@ class FastSettings:
     """What `precision="fast"` changes. Each field can be switched off on its own (benchmarks, tests)."""
 
     int8_llm: bool = True
+    int4_llm: bool = False  # 4-bit grouped LLM weights where the shape fits (int8 elsewhere); extra-fast only
     bf16_estimator: bool = True  # only taken where `bf16_is_native()`
+    int8_estimator: bool = True  # estimators made of linears (v3's DiT): int8 linears + bf16 attention instead
     matmul_attention: bool = True  # bf16 estimator: matmul-softmax-matmul instead of SDPA (faster on CPU)
     bf16_hift: bool = True  # HiFT's convolution stack in bf16 (f0 and source stay float32); only where native
-    n_timesteps: int = 4  # flow Euler steps (stock: the yaml's 10); an explicit n_timesteps wins
+    n_timesteps: int = 2  # flow Euler steps (stock: the yaml's 10); an explicit n_timesteps wins
     flow_prompt_seconds: float = 3.0  # keep the last this-many seconds of the prompt in the flow
     guidance: bool = True  # classifier-free guidance in the flow; off halves its work (extra-fast only)
 
 
 def settings_for(precision: str) -> FastSettings | None:
     """The default `FastSettings` of a precision mode (None for stock). "extra-fast" is fast without the
-    flow's classifier-free guidance: it moves the mel by more than a quarter of the spread between two
-    stock noise seeds (benchmarks/deviation.py), so it is a separate, clearly labelled opt-in."""
+    flow's classifier-free guidance and with 4-bit LLM weights: guidance off moves the mel by up to a
+    quarter of the spread between two stock noise seeds or more, and int4 agrees with the float LLM's
+    top choice less often (benchmarks/deviation.py), so it is a separate, clearly labelled opt-in."""
     if precision == "stock":
         return None
     if precision == "fast":
         return FastSettings()
     if precision == "extra-fast":
-        return FastSettings(guidance=False)
+        return FastSettings(guidance=False, int4_llm=True)
     raise ValueError(f"unknown precision {precision!r}; choose one of {PRECISIONS}")
 
 
@@ -102,12 +111,21 @@ def apply_precision(llm: TransformerLM, flow: MaskedDiffWithXvec, precision: str
         done["llm"] = speed_up_llm(llm, device)
         return Precision(**done)
     fast = fast or settings_for(precision)
-    if fast.int8_llm and on_cpu:
+    if fast.int4_llm and on_cpu and int4_kernels_available():
+        llm.fuse_qkv()
+        int4, int8 = llm.quantize_int4()
+        done["llm"] = f"int4 grouped ({int4} linears, group {INT4_GROUP}) + int8 dynamic ({int8}), q/k/v fused"
+    elif fast.int8_llm and on_cpu:
         llm.fuse_qkv()
         done["llm"] = f"int8 dynamic ({llm.quantize_int8()} linears, q/k/v fused)"
     else:
         done["llm"] = "fp32"
-    if fast.bf16_estimator and on_cpu and bf16_is_native():
+    if fast.int8_estimator and on_cpu and hasattr(flow.estimator, "to_int8"):
+        bf16_attention = fast.matmul_attention and bf16_is_native()
+        count = flow.estimator.to_int8(bf16_attention=bf16_attention)
+        done["flow"] = f"int8 estimator ({count} linears)"
+        done["flow_attention"] = "bf16 matmul" if bf16_attention else "sdpa"
+    elif fast.bf16_estimator and on_cpu and bf16_is_native():
         flow.estimator.to_bf16(matmul_attention=fast.matmul_attention)
         done["flow"] = "bf16 estimator"
         done["flow_attention"] = "matmul" if fast.matmul_attention else "sdpa"

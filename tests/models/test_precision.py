@@ -8,7 +8,8 @@ import pytest
 import torch
 from torch import nn
 
-from cosyvoice_ui.cosyvoice.models.linears import PackedLinear, onednn_linear_works, pack_linears
+from cosyvoice_ui.cosyvoice.models.linears import (INT4_GROUP, Int4Linear, PackedLinear, int4_kernels_available,
+                                                   onednn_linear_works, pack_linears, quantize_linears_int4)
 from cosyvoice_ui.cosyvoice.precision import (FastSettings, apply_precision, bf16_is_native, speed_up_llm,
                                               trim_flow_prompt)
 from cosyvoice_ui.testing.tiny_model import TinyDims, build_v1_modules, v1_yaml
@@ -125,7 +126,9 @@ def test_apply_precision_reports_what_it_did(modules) -> None:
     llm2, flow2, _, _ = build_v1_modules(v1_yaml(TinyDims()), seed=5)
     fast = apply_precision(llm2, flow2, "fast", "cpu", FastSettings(bf16_estimator=False))
     assert fast.mode == "fast" and fast.llm.startswith("int8") and fast.flow == "fp32" and not fast.bf16_flow
-    assert fast.flow_steps == 4 and fast.flow_prompt_seconds == 3.0
+    assert fast.flow_steps == FastSettings().n_timesteps and fast.flow_prompt_seconds == 3.0
+    # v1's U-Net has no int8 path (it is convolution-bound): int8_estimator leaves it to bf16 / fp32.
+    assert not hasattr(flow2.estimator, "to_int8") and not fast.int8_flow
 
 
 def test_fused_qkv_keeps_the_llm_numbers_and_tokens(modules) -> None:
@@ -193,3 +196,70 @@ def test_fast_precision_changes_the_modules_in_place(modules) -> None:
     assert estimator.compute_dtype == (torch.bfloat16 if native else torch.float32)
     assert hift.decode_dtype == (torch.bfloat16 if native else torch.float32)
     assert done.flow_attention == ("matmul" if native else "sdpa")
+
+
+@pytest.mark.skipif(not int4_kernels_available(), reason="this torch has no int4 CPU kernel")
+def test_int4_linear_is_close_and_keeps_shapes() -> None:
+    g = torch.Generator().manual_seed(7)
+    linear = nn.Linear(128, 48)
+    with torch.no_grad():
+        linear.weight.copy_(torch.randn(48, 128, generator=g))
+        linear.bias.copy_(torch.randn(48, generator=g))
+    x = torch.randn(2, 5, 128, generator=g)
+    with torch.inference_mode():
+        ref, out = linear(x), Int4Linear(linear)(x)
+    assert out.shape == ref.shape and out.dtype == torch.float32
+    rel = ((out - ref).norm() / ref.norm()).item()
+    assert 0.01 < rel < 0.12  # 16 levels per group of 32: ~6 % on Gaussian weights, never exact
+    assert Int4Linear.fits(linear) and not Int4Linear.fits(nn.Linear(128, 50)) and not Int4Linear.fits(nn.Linear(100, 48))
+    assert INT4_GROUP == 32
+
+
+@pytest.mark.skipif(not int4_kernels_available(), reason="this torch has no int4 CPU kernel")
+def test_int4_quantisation_falls_back_to_int8_where_the_shape_does_not_fit() -> None:
+    model = nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 50), nn.Linear(50, 16))
+    int4, int8 = quantize_linears_int4(model)
+    assert (int4, int8) == (1, 2)
+    assert isinstance(model[0], Int4Linear) and not isinstance(model[2], (Int4Linear, nn.Linear))
+    with torch.inference_mode():
+        assert model(torch.randn(3, 64)).shape == (3, 16)
+
+
+def test_int4_llm_agrees_with_float_often(modules) -> None:
+    if not int4_kernels_available():
+        pytest.skip("this torch has no int4 CPU kernel")
+    llm = modules[0].eval()
+    with torch.inference_mode():
+        ref = llm.teacher_forced_logp(*_llm_inputs())
+        llm.fuse_qkv()
+        int4, _ = llm.quantize_int4()
+        low = llm.teacher_forced_logp(*_llm_inputs())
+    assert int4 > 0 and torch.isfinite(low).all()
+    assert (ref.argmax(-1) == low.argmax(-1)).float().mean() > 0.6
+    assert (ref - low).abs().max() > 1e-4  # it did change the numbers
+
+
+@pytest.mark.parametrize("bf16_attention", [False, True])
+def test_int8_dit_is_float32_outside_and_close(bf16_attention: bool) -> None:
+    if bf16_attention and not bf16_is_native():
+        pytest.skip("this CPU has no native bf16 dot products")
+    from ..conftest import fixture_dir
+
+    from cosyvoice_ui.cosyvoice.config import parse_v3, read_yaml
+    from cosyvoice_ui.cosyvoice.models.estimators.dit import DiT
+
+    cfg = parse_v3(read_yaml(fixture_dir("cosyvoice3-tiny") / "cosyvoice3.yaml")).flow.cfm.estimator
+    torch.manual_seed(0)
+    dit = DiT(cfg).eval()
+    g = torch.Generator().manual_seed(2)
+    frames = 30
+    x, mu, cond = (torch.randn(2, cfg.mel_dim, frames, generator=g) for _ in range(3))
+    spks, t = torch.randn(2, cfg.mel_dim, generator=g), torch.tensor([0.3, 0.3])
+    with torch.inference_mode():
+        ref = dit(x, None, mu, t, spks, cond)
+        count = dit.to_int8(bf16_attention=bf16_attention)
+        out = dit(x, None, mu, t, spks, cond)
+    assert count > 0 and out.dtype == torch.float32 and out.shape == ref.shape
+    assert isinstance(dit.time_embed.time_mlp[0], nn.Linear)  # t·1000 stays float32
+    rel = ((out - ref).norm() / ref.norm()).item()
+    assert 0 < rel < 0.08

@@ -9,6 +9,9 @@ which of its linears; `precision.py` decides when).
   oneDNN is unavailable; same values, shapes and state-dict keys.
 * int8 dynamic quantisation (per-channel int8 weights, activations quantised per call): a quarter of
   the bytes per decoded token, different numbers.
+* `Int4Linear`: 4-bit weights in groups of 32 along the input (a scale and an offset per group) on
+  torch's int4 CPU kernel, bf16 activations: an eighth of the bytes, ~6 % error per layer (int8: ~1 %);
+  the extra-fast precision only.
 """
 
 from __future__ import annotations
@@ -101,3 +104,57 @@ def quantize_linears_int8(module: nn.Module, skip: tuple[str, ...] = ()) -> int:
         warnings.simplefilter("ignore")
         quantize_dynamic(module, names, dtype=torch.qint8, inplace=True)
     return len(names)
+
+
+INT4_GROUP = 32  # inputs per scale/offset pair: error ~6 % per layer at 32, ~7 % at 128 (Gaussian weights)
+
+
+def int4_kernels_available() -> bool:
+    return hasattr(torch, "_convert_weight_to_int4pack_for_cpu") and hasattr(torch.ops.aten,
+                                                                              "_weight_int4pack_mm_for_cpu")
+
+
+class Int4Linear(nn.Module):
+    """An `nn.Linear` for CPU inference with asymmetric 4-bit weights, one (scale, offset) per group of
+    `group` inputs, on torch's packed int4 kernel; activations run in bf16 and the output returns as
+    float32. Inference only; built after loading, never saved. Needs out_features % 16 == 0 and
+    in_features % group == 0 (`fits`)."""
+
+    def __init__(self, linear: nn.Linear, group: int = INT4_GROUP) -> None:
+        super().__init__()
+        self.in_features, self.out_features, self.group = linear.in_features, linear.out_features, group
+        w = linear.weight.detach().float()
+        groups = w.reshape(self.out_features, self.in_features // group, group)
+        low, high = groups.amin(-1, keepdim=True), groups.amax(-1, keepdim=True)
+        scale = ((high - low) / 15).clamp(min=1e-8)
+        levels = torch.clamp(torch.round((groups - low) / scale), 0, 15).to(torch.int32)
+        self.weight_packed = torch._convert_weight_to_int4pack_for_cpu(levels.reshape_as(w), 1)
+        # The kernel computes w = (level - 8) · scale + zero per group, so zero = low + 8 · scale.
+        self.scales_and_zeros = torch.stack([scale.squeeze(-1).t(), (low + 8 * scale).squeeze(-1).t()],
+                                            dim=-1).contiguous().to(torch.bfloat16)
+        self.bias = None if linear.bias is None else linear.bias.detach().float().clone()
+
+    @staticmethod
+    def fits(linear: nn.Linear, group: int = INT4_GROUP) -> bool:
+        return linear.out_features % 16 == 0 and linear.in_features % group == 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        rows = x.reshape(-1, self.in_features).to(torch.bfloat16)
+        y = torch.ops.aten._weight_int4pack_mm_for_cpu(rows, self.weight_packed, self.group, self.scales_and_zeros)
+        y = y.float().reshape(*x.shape[:-1], self.out_features)
+        return y if self.bias is None else y + self.bias
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, group={self.group}"
+
+
+def quantize_linears_int4(module: nn.Module, skip: tuple[str, ...] = (), group: int = INT4_GROUP) -> tuple[int, int]:
+    """Replace the `nn.Linear`s under `module` (except the child names in `skip`) by `Int4Linear`s where
+    their shape fits the kernel, and the others by int8 dynamic ones, in place (CPU only). Returns
+    (int4 count, int8 count)."""
+    int4 = [(name, lin) for name, lin in _linears(module, skip) if Int4Linear.fits(lin, group)]
+    for name, linear in int4:
+        parent_name, _, child = name.rpartition(".")
+        parent = module.get_submodule(parent_name) if parent_name else module
+        setattr(parent, child, Int4Linear(linear, group))
+    return len(int4), quantize_linears_int8(module, skip)

@@ -20,7 +20,7 @@ from torch import nn
 
 from ..config import LLMConfig
 from .decode_cache import DecodeCache
-from .linears import column_major_linears, pack_linears, quantize_linears_int8
+from .linears import column_major_linears, pack_linears, quantize_linears_int4, quantize_linears_int8
 from .sampling import Sampler
 from .transformer import Encoder
 
@@ -81,6 +81,11 @@ class TransformerLM(nn.Module):
     def quantize_int8(self) -> int:
         """Int8 dynamic quantisation of the linears (CPU only; changes the numbers); returns how many."""
         return quantize_linears_int8(self, skip=self.FLOAT_LINEARS)
+
+    def quantize_int4(self) -> tuple[int, int]:
+        """4-bit grouped weights where the kernel takes the shape, int8 dynamic elsewhere (CPU only;
+        changes the numbers more than int8); returns (int4, int8) counts."""
+        return quantize_linears_int4(self, skip=self.FLOAT_LINEARS)
 
     def _ids(self, ids: torch.Tensor, name: str) -> torch.Tensor:
         assert ids.dim() == 2 and ids.size(0) == 1, f"{name} should be [1, T], got {tuple(ids.shape)}"

@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from ..config import QwenLMConfig
-from .linears import column_major_linears, pack_linears, quantize_linears_int8
+from .linears import column_major_linears, pack_linears, quantize_linears_int4, quantize_linears_int8
 from .qwen2 import Qwen2Encoder
 from .sampling import Sampler
 
@@ -104,6 +104,11 @@ class _QwenSpeechLM(nn.Module):
     def quantize_int8(self) -> int:
         """Int8 dynamic quantisation of the linears (CPU only; changes the numbers); returns how many."""
         return quantize_linears_int8(self, skip=self.UNUSED_LINEARS)
+
+    def quantize_int4(self) -> tuple[int, int]:
+        """4-bit grouped weights where the kernel takes the shape, int8 dynamic elsewhere (CPU only;
+        changes the numbers more than int8); returns (int4, int8) counts."""
+        return quantize_linears_int4(self, skip=self.UNUSED_LINEARS)
 
     # --- layout ------------------------------------------------------------------------------------------
 
