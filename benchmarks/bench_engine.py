@@ -44,6 +44,7 @@ if str(REPO) not in sys.path:
 
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
+from torch.ao.nn.quantized.dynamic import Linear as DynamicQuantLinear  # noqa: E402
 
 from cosyvoice_ui.cosyvoice.engine import load_engine  # noqa: E402
 from cosyvoice_ui.cosyvoice.families import V1, V2, V3, VARIANT_FILE  # noqa: E402
@@ -108,8 +109,10 @@ def llm_bytes_per_token(llm: nn.Module) -> int:
     tied `lm_head` (a step reads one embedding row, and the speech head is `llm_decoder`)."""
     total = 0
     for part in (llm.llm, llm.llm_decoder):
+        # An Int4Linear's int8 copy only serves prefills (several rows): a decoding step never reads it.
+        prefill_only = tuple(f"{name}.rows" for name, module in part.named_modules() if isinstance(module, Int4Linear))
         for name, module in part.named_modules():
-            if name.endswith(("linear_pos", "embed_tokens", "lm_head")):
+            if name.endswith(("linear_pos", "embed_tokens", "lm_head")) or name.startswith(prefill_only or ("\0",)):
                 continue
             for p in module.parameters(recurse=False):
                 total += p.numel() * p.element_size()
@@ -146,14 +149,26 @@ def count_flops(engine, model_input, tokens: list[int], seed: int) -> tuple[int,
     def seeded(fn) -> dict:  # v1 and the 24 kHz HiFT draw noise from a generator; v2/v3 flows use fixed noise
         return {"generator": generator} if "generator" in inspect.signature(fn).parameters else {}
 
+    # fbgemm's int8 dynamic linears are opaque to the counter: count their 2·rows·in·out with hooks.
+    int8_flops = [0]
+
+    def count_int8(module, args, output) -> None:
+        int8_flops[0] += 2 * (args[0].numel() // module.in_features) * module.in_features * module.out_features
+
+    hooks = [m.register_forward_hook(count_int8) for m in engine.flow.modules() if isinstance(m, DynamicQuantLinear)]
+    try:
+        with torch.inference_mode():
+            with FlopCounterMode(display=False, custom_mapping=mapping) as flow_counter:
+                mel, _ = engine.flow.inference(torch.tensor([tokens]), prompt.prompt_token, prompt.prompt_feat,
+                                               prompt.embedding, n_timesteps=engine.n_timesteps,
+                                               **seeded(engine.flow.inference))
+    finally:
+        for hook in hooks:
+            hook.remove()
     with torch.inference_mode():
-        with FlopCounterMode(display=False, custom_mapping=mapping) as flow_counter:
-            mel, _ = engine.flow.inference(torch.tensor([tokens]), prompt.prompt_token, prompt.prompt_feat,
-                                           prompt.embedding, n_timesteps=engine.n_timesteps,
-                                           **seeded(engine.flow.inference))
         with FlopCounterMode(display=False, custom_mapping=mapping) as hift_counter:
             engine.hift.inference(mel, **seeded(engine.hift.inference))
-    return flow_counter.get_total_flops(), hift_counter.get_total_flops()
+    return flow_counter.get_total_flops() + int8_flops[0], hift_counter.get_total_flops()
 
 
 def floor_estimate(machine: dict, llm_bytes: int, tokens: int, flow_flops: int, hift_flops: int,

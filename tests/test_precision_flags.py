@@ -60,8 +60,8 @@ def test_nonsense_is_refused_with_the_modes_listed(parse, capsys) -> None:
 def test_the_help_says_what_each_mode_changes(capsys) -> None:
     with pytest.raises(SystemExit):
         app_parser().parse_args(["--help"])
-    shown = " ".join(capsys.readouterr().out.split())
-    assert " ".join(PRECISION_HELP.split()) in shown
+    shown = "".join(capsys.readouterr().out.split())  # argparse wraps lines, also after hyphens
+    assert "".join(PRECISION_HELP.split()) in shown
     for mode, change in (("stock", "upstream's numbers"), ("fast", "int8 LLM"),
                          ("extra-fast", "without the flow's classifier-free guidance")):
         assert f"{mode}: " in PRECISION_HELP and change in PRECISION_HELP

@@ -6,6 +6,9 @@ Every key rename is a named function below with the reason for it; nothing is re
 from __future__ import annotations
 
 import logging
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -77,8 +80,38 @@ def fold_weight_norm(sd: StateDict) -> StateDict:
     return out
 
 
-def load_strict(module: nn.Module, sd: StateDict, file_name: str) -> None:
-    """`load_state_dict(strict=True)` with an error that names the differing keys and shapes."""
+_INIT_FUNCTIONS = ("uniform_", "normal_", "trunc_normal_", "constant_", "ones_", "zeros_", "xavier_uniform_",
+                   "xavier_normal_", "kaiming_uniform_", "kaiming_normal_", "orthogonal_")
+_init_lock = threading.Lock()
+
+
+@contextmanager
+def weights_left_uninitialised() -> Iterator[None]:
+    """Build modules whose weights a checkpoint will replace without initialising them first: the
+    `torch.nn.init` fills that torch's layers call on construction do nothing inside this block, so
+    their `torch.empty` storage is never written and costs no resident memory. Loading then swaps the
+    file's tensors in (`load_strict(..., assign=True)`): a full-size LLM no longer sits in memory twice
+    (random init + file) while it loads. Buffers computed in `__init__` (rotary tables, fixed noise)
+    are untouched by this. Serialised by a lock, and only for the build, since the patch is global."""
+    with _init_lock:
+        saved = {name: getattr(nn.init, name) for name in _INIT_FUNCTIONS if hasattr(nn.init, name)}
+        try:
+            for name in saved:
+                setattr(nn.init, name, _leave)
+            yield
+        finally:
+            for name, fn in saved.items():
+                setattr(nn.init, name, fn)
+
+
+def _leave(tensor: torch.Tensor, *args, **kwargs) -> torch.Tensor:
+    return tensor
+
+
+def load_strict(module: nn.Module, sd: StateDict, file_name: str, assign: bool = False) -> None:
+    """`load_state_dict(strict=True)` with an error that names the differing keys and shapes.
+    assign: the module takes the state dict's tensors instead of copying them (no second copy in
+    memory; the caller must not reuse `sd`'s tensors elsewhere)."""
     expected = module.state_dict()
     missing = sorted(set(expected) - set(sd))
     unexpected = sorted(set(sd) - set(expected))
@@ -95,4 +128,6 @@ def load_strict(module: nn.Module, sd: StateDict, file_name: str) -> None:
                          f"model {tuple(expected[k].shape)})")
         raise CheckpointError(f"{file_name} does not match the architecture in the yaml: " + "; ".join(parts)
                               + ". Is the yaml from the same model folder?")
-    module.load_state_dict(sd, strict=True)
+    if assign:  # a copy would cast to the module's dtypes; assigned tensors must arrive in them
+        sd = {k: v if v.dtype == expected[k].dtype else v.to(expected[k].dtype) for k, v in sd.items()}
+    module.load_state_dict(sd, strict=True, assign=assign)

@@ -24,7 +24,7 @@ from .families import ModelFolder, detect, folder_info
 from .frontend.onnx_models import SpeakerEncoder, SpeechTokenizer
 from .frontend.prompt import PromptEncoder
 from .models.sampling import RasSampler
-from .precision import PRECISIONS, FastSettings, apply_precision
+from .precision import PRECISIONS, FastSettings, flow_precision, llm_precision, precision_record, vocoder_precision
 from .recipes import InputRecipe
 from .registry import TextTokenizer, backend_for
 from .streaming import Chunker
@@ -102,13 +102,18 @@ def load_parts(model_dir: Path, device: str = "auto", progress: ProgressCallback
     config = backend.parse_config(read_yaml(folder.path / family.yaml_name), family.yaml_name)
     backend.check_classes(config, family.yaml_name)
 
+    # Each model gets its precision transform before the next file is read: fast mode's float weights
+    # are released before the next model arrives (a lower peak of memory).
     report(progress, "load", 0.05, "loading llm.pt")
     llm = backend.load_llm(config.llm, read_state_dict(folder.path / "llm.pt"), folder.path).to(device)
+    done = {"mode": precision, **llm_precision(llm, precision, device, fast)}
     report(progress, "load", 0.50, "loading flow.pt")
     flow = backend.load_flow(config.flow, read_state_dict(folder.path / "flow.pt")).to(device)
+    done.update(flow_precision(flow, precision, device, fast))
     report(progress, "load", 0.70, "loading hift.pt")
     hift = backend.load_vocoder(config.hift, read_state_dict(folder.path / "hift.pt"), config).to(device)
-    applied = apply_precision(llm, flow, precision, device, fast, hift=hift)
+    done.update(vocoder_precision(hift, precision, device, fast))
+    applied = precision_record(done)
     if n_timesteps is not None:  # an explicit step count wins over either mode's
         applied = replace(applied, flow_steps=n_timesteps)
     report(progress, "load", 0.80, "loading speaker encoder and speech tokenizer (ONNX)")

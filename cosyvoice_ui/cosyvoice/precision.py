@@ -102,24 +102,45 @@ def bf16_is_native() -> bool:
 def apply_precision(llm: TransformerLM, flow: MaskedDiffWithXvec, precision: str, device: str,
                     fast: FastSettings | None = None, hift: HiFTGenerator | None = None) -> Precision:
     """Apply `precision` to loaded models in place; returns what was done (for `EngineInfo.precision`).
-    `hift` is only changed by fast precision (and left alone when None)."""
+    `hift` is only changed by fast precision (and left alone when None). The loader applies the same
+    three steps one model at a time instead (`llm_precision`, `flow_precision`, `vocoder_precision`),
+    so a model's float weights are gone before the next file is read."""
+    check_precision(precision)
+    done = {"mode": precision, **llm_precision(llm, precision, device, fast),
+            **flow_precision(flow, precision, device, fast)}
+    if hift is not None:
+        done.update(vocoder_precision(hift, precision, device, fast))
+    return precision_record(done)
+
+
+def check_precision(precision: str) -> None:
     if precision not in PRECISIONS:
         raise ValueError(f"unknown precision {precision!r}; choose one of {PRECISIONS}")
-    done: dict[str, object] = {"mode": precision}
+
+
+def llm_precision(llm: TransformerLM, precision: str, device: str, fast: FastSettings | None = None) -> dict:
+    """The LLM's part of `apply_precision`: the record fields it sets."""
     on_cpu = device == "cpu"
     if precision == "stock":
-        done["llm"] = speed_up_llm(llm, device)
-        return Precision(**done)
+        return {"llm": speed_up_llm(llm, device)}
     fast = fast or settings_for(precision)
     if fast.int4_llm and on_cpu and int4_kernels_available():
         llm.fuse_qkv()
         int4, int8 = llm.quantize_int4()
-        done["llm"] = f"int4 grouped ({int4} linears, group {INT4_GROUP}) + int8 dynamic ({int8}), q/k/v fused"
-    elif fast.int8_llm and on_cpu:
+        return {"llm": f"int4 grouped ({int4} linears, group {INT4_GROUP}) + int8 dynamic ({int8}), q/k/v fused"}
+    if fast.int8_llm and on_cpu:
         llm.fuse_qkv()
-        done["llm"] = f"int8 dynamic ({llm.quantize_int8()} linears, q/k/v fused)"
-    else:
-        done["llm"] = "fp32"
+        return {"llm": f"int8 dynamic ({llm.quantize_int8()} linears, q/k/v fused)"}
+    return {"llm": "fp32"}
+
+
+def flow_precision(flow: MaskedDiffWithXvec, precision: str, device: str, fast: FastSettings | None = None) -> dict:
+    """The flow's part of `apply_precision` (estimator dtype, guidance, steps, prompt): the record fields."""
+    if precision == "stock":
+        return {}
+    on_cpu = device == "cpu"
+    fast = fast or settings_for(precision)
+    done: dict[str, object] = {}
     if fast.int8_estimator and on_cpu and hasattr(flow.estimator, "to_int8"):
         bf16_attention = fast.matmul_attention and bf16_is_native()
         count = flow.estimator.to_int8(bf16_attention=bf16_attention)
@@ -131,19 +152,29 @@ def apply_precision(llm: TransformerLM, flow: MaskedDiffWithXvec, precision: str
         done["flow_attention"] = "matmul" if fast.matmul_attention else "sdpa"
     else:
         done["flow"] = "fp32"
-    if hift is not None:
-        if fast.bf16_hift and on_cpu and bf16_is_native():
-            hift.set_conv_dtype(torch.bfloat16)
-            done["hift"] = "bf16 convolutions (f0, source, STFT fp32)"
-        else:
-            done["hift"] = "fp32"
     if not fast.guidance:
         flow.decoder.inference_cfg_rate = 0.0  # the sampler then skips the unconditional row
     done["flow_guidance"] = fast.guidance
     done["flow_steps"] = fast.n_timesteps
     done["flow_prompt_seconds"] = fast.flow_prompt_seconds
+    return done
+
+
+def vocoder_precision(hift: HiFTGenerator, precision: str, device: str, fast: FastSettings | None = None) -> dict:
+    """The vocoder's part of `apply_precision`: the record fields."""
+    if precision == "stock":
+        return {}
+    fast = fast or settings_for(precision)
+    if fast.bf16_hift and device == "cpu" and bf16_is_native():
+        hift.set_conv_dtype(torch.bfloat16)
+        return {"hift": "bf16 convolutions (f0, source, STFT fp32)"}
+    return {"hift": "fp32"}
+
+
+def precision_record(done: dict) -> Precision:
     record = Precision(**done)
-    log.info("fast precision: %s", record)
+    if record.mode != "stock":
+        log.info("%s precision: %s", record.mode, record)
     return record
 
 

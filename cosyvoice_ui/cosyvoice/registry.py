@@ -21,7 +21,7 @@ from typing import Any, Protocol
 from torch import nn
 
 from ..errors import ConfigError
-from .checkpoint import StateDict, fold_weight_norm, load_strict, strip_generator_prefix
+from .checkpoint import StateDict, fold_weight_norm, load_strict, strip_generator_prefix, weights_left_uninitialised
 from .config import ModelConfig, parse_v1, parse_v2, parse_v3
 from .families import FAMILIES, V1, V2, V3, FamilySpec
 from .frontend.qwen_tokenizer import QWEN_FOLDER, QwenTokenizer
@@ -117,21 +117,28 @@ class FamilyBackend:
 
     def load_llm(self, config: Any, state_dict: StateDict, model_dir: Path | None = None) -> nn.Module:
         """The LLM with `llm.pt`'s weights loaded strictly, in eval mode, on the CPU."""
-        return _loaded(self.build_llm(config, model_dir), state_dict, "llm.pt")
+        with weights_left_uninitialised():  # the file's tensors replace them (see `_loaded`)
+            module = self.build_llm(config, model_dir)
+        return _loaded(module, state_dict, "llm.pt")
 
     def load_flow(self, config: Any, state_dict: StateDict) -> nn.Module:
         """The flow with `flow.pt`'s weights loaded strictly, in eval mode, on the CPU."""
-        return _loaded(self.build_flow(config), state_dict, "flow.pt")
+        with weights_left_uninitialised():
+            module = self.build_flow(config)
+        return _loaded(module, state_dict, "flow.pt")
 
     def load_vocoder(self, config: Any, state_dict: StateDict, model: ModelConfig | None = None) -> nn.Module:
         """The vocoder with `hift.pt`'s weights (either weight-norm spelling, with or without the GAN
         wrapper's `generator.` prefix: both occur in every generation's releases) loaded strictly."""
-        return _loaded(self.build_vocoder(config, model), fold_weight_norm(strip_generator_prefix(state_dict)),
-                       "hift.pt")
+        with weights_left_uninitialised():
+            module = self.build_vocoder(config, model)
+        return _loaded(module, fold_weight_norm(strip_generator_prefix(state_dict)), "hift.pt")
 
 
 def _loaded(module: nn.Module, state_dict: StateDict, file_name: str):
-    load_strict(module, state_dict, file_name)
+    # assign: the module keeps the file's tensors (one copy in memory). A caller's dict is still usable
+    # for reading; the modules never write their weights in place.
+    load_strict(module, state_dict, file_name, assign=True)
     return module.eval()
 
 

@@ -65,10 +65,11 @@ LABELS_EN: dict[str, str] = {
     "precision_stock": "Stock",
     "precision_fast": "Fast",
     "precision_extra_fast": "Extra fast",
-    "precision_info": "Stock: upstream's numbers. Fast: int8 LLM, bf16 flow and vocoder where the CPU has bf16, "
-                      "fewer diffusion steps ({fast_steps}), a shorter flow prompt; a small, measured change (under "
-                      "a quarter of the difference between two random seeds). Extra fast: fast without the flow's "
-                      "classifier-free guidance; about half the flow's work, a bigger change to the sound (opt-in).",
+    "precision_info": "Stock: upstream's numbers. Fast: int8 LLM, int8 or bf16 flow and a bf16 vocoder where the "
+                      "CPU allows, fewer diffusion steps ({fast_steps}), a shorter flow prompt; a small, measured "
+                      "change (under a quarter of the difference between two random seeds), 3-4x faster on a CPU. "
+                      "Extra fast: fast without the flow's classifier-free guidance and with a 4-bit LLM; about a "
+                      "third faster again, a bigger change to the sound (opt-in).",
     "options": "Output options",
     "examples": "Examples (click one, then Generate)",
     "try_example": "Try an example voice",
@@ -207,9 +208,10 @@ LABELS_ZH: dict[str, str] = {
     "precision_stock": "标准",
     "precision_fast": "快速",
     "precision_extra_fast": "极速",
-    "precision_info": "标准：与官方实现的数值一致。快速：int8 LLM，CPU 支持 bf16 时 flow 与声码器用 bf16，更少扩散步数"
-                      "（{fast_steps} 步），更短的 flow 提示；改变很小且经过测量（不到两个随机种子之间差异的四分之一）。"
-                      "极速：在快速基础上去掉 flow 的无分类器引导；flow 计算量约减半，对声音的改变更大（需主动选择）。",
+    "precision_info": "标准：与官方实现的数值一致。快速：int8 LLM，flow 用 int8 或 bf16、声码器用 bf16（视 CPU 而定），"
+                      "更少扩散步数（{fast_steps} 步），更短的 flow 提示；改变很小且经过测量（不到两个随机种子之间差异的"
+                      "四分之一），CPU 上快 3-4 倍。极速：在快速基础上去掉 flow 的无分类器引导并使用 4 位 LLM；"
+                      "再快约三分之一，对声音的改变更大（需主动选择）。",
     "options": "输出选项",
     "examples": "示例（点击后再点生成）",
     "try_example": "试用示例声音",

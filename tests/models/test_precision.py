@@ -205,12 +205,16 @@ def test_int4_linear_is_close_and_keeps_shapes() -> None:
     with torch.no_grad():
         linear.weight.copy_(torch.randn(48, 128, generator=g))
         linear.bias.copy_(torch.randn(48, generator=g))
-    x = torch.randn(2, 5, 128, generator=g)
+    one, rows = torch.randn(1, 1, 128, generator=g), torch.randn(2, 5, 128, generator=g)
+    int4 = Int4Linear(linear)
     with torch.inference_mode():
-        ref, out = linear(x), Int4Linear(linear)(x)
-    assert out.shape == ref.shape and out.dtype == torch.float32
-    rel = ((out - ref).norm() / ref.norm()).item()
-    assert 0.01 < rel < 0.12  # 16 levels per group of 32: ~6 % on Gaussian weights, never exact
+        for x, low, high in ((one, 0.01, 0.12), (rows, 1e-4, 0.03)):
+            ref, out = linear(x), int4(x)
+            assert out.shape == ref.shape and out.dtype == torch.float32
+            rel = ((out - ref).norm() / ref.norm()).item()
+            # Batch 1 runs the 4-bit weights (16 levels per group of 32: ~6 % on Gaussian weights, never
+            # exact); several rows run the int8 copy (~1 %).
+            assert low < rel < high, x.shape
     assert Int4Linear.fits(linear) and not Int4Linear.fits(nn.Linear(128, 50)) and not Int4Linear.fits(nn.Linear(100, 48))
     assert INT4_GROUP == 32
 

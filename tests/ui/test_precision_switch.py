@@ -58,7 +58,7 @@ def test_the_help_line_names_the_fast_step_count_in_both_languages() -> None:
     en, zh = strings.filled(strings.LABELS_EN)["precision_info"], strings.filled(strings.LABELS_ZH)["precision_info"]
     assert f"fewer diffusion steps ({steps})" in en and f"（{steps} 步）" in zh
     for words in ("upstream's numbers", "int8 LLM", "bf16", "shorter flow prompt", "a quarter",
-                  "classifier-free guidance", "half the flow's work", "opt-in"):
+                  "classifier-free guidance", "4-bit LLM", "opt-in"):
         assert words in en, words
     assert "无分类器引导" in zh and "{" not in en + zh
     t = strings.i18n()  # the table the page is built with has the number in place
