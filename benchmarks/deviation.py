@@ -31,7 +31,7 @@ import torch
 from torch import nn
 
 from cosyvoice_ui.cosyvoice.checkpoint import read_state_dict
-from cosyvoice_ui.cosyvoice.models.linears import int4_kernels_available
+from cosyvoice_ui.cosyvoice.models.linears import Int4Linear, int4_kernels_available
 from cosyvoice_ui.cosyvoice.models.nsf import CausalSineGen2, FixedNSFNoise, NSFNoise
 from cosyvoice_ui.cosyvoice.precision import FastSettings, bf16_is_native, settings_for
 from cosyvoice_ui.cosyvoice.registry import backend_for
@@ -243,6 +243,12 @@ def llm_deviation(engine, model_input, tokens: list[int], bits: int = 8) -> dict
     int8.fuse_qkv()  # as apply_precision does
     if bits == 4:
         int8.quantize_int4()
+        # Teacher forcing runs every position as one batch, which an Int4Linear would send to its int8
+        # copy (its prefill path); run them on the 4-bit weights, as decoding does (prompt rows included:
+        # slightly harsher than a real decode, whose prefill is int8).
+        for module in int8.modules():
+            if isinstance(module, Int4Linear):
+                module.int8_for_rows = False
     else:
         int8.quantize_int8()
     args = (model_input.text, model_input.prompt_text, model_input.llm_prompt_tokens, model_input.llm_embedding,

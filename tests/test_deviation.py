@@ -95,6 +95,7 @@ def test_verdict_follows_the_seed_ratio(report) -> None:
 
 
 def test_int8_llm_agreement_is_measured(report) -> None:
+    assert report["llm_int4"]["mean_kl"] != report["llm_int8"]["mean_kl"]  # int4 really runs 4-bit weights
     for key in ("llm_int8", "llm_int4"):  # fast's int8 LLM and extra-fast's int4 one
         q = report[key]
         assert 0.0 <= q["top1_agreement"] <= 1.0 and q["top1_agreement"] > 0.5, key
