@@ -132,6 +132,46 @@ def llm_bytes_per_token(llm: nn.Module) -> int:
     return total
 
 
+def weight_bytes_in_memory(engine) -> int:
+    """Bytes of every model tensor the loaded engine holds (LLM, flow, vocoder): parameters, buffers and
+    the layouts kept outside them (oneDNN-packed, fbgemm-packed int8, packed int4), each storage once.
+    The fixed noise of the v2/v3 flows counts too (it lives in memory like a weight)."""
+    seen: set[int] = set()
+    held: list[torch.Tensor] = []  # fbgemm's weight() builds a new tensor per call: keep each alive, or a
+    total = 0                     # freed one's address is reused by the next and looks "already seen"
+
+    def add(t: torch.Tensor | None) -> None:
+        nonlocal total
+        if t is None or not isinstance(t, torch.Tensor):
+            return
+        held.append(t)
+        try:
+            key = t.untyped_storage().data_ptr()
+            size = t.untyped_storage().nbytes()
+        except (RuntimeError, NotImplementedError):  # opaque (mkldnn) tensors have no plain storage
+            key, size = id(t), t.numel() * t.element_size()
+        if key not in seen:
+            seen.add(key)
+            total += size
+
+    for model in (engine.llm, engine.flow, engine.hift):
+        for module in model.modules():
+            for t in list(module.parameters(recurse=False)) + list(module.buffers(recurse=False)):
+                add(t)
+            if isinstance(module, PackedLinear):
+                total += module.in_features * module.out_features * 4
+                add(module.bias)
+            if isinstance(module, Int4Linear):
+                add(module.weight_packed)
+                add(module.scales_and_zeros)
+                add(module.bias)
+            if isinstance(module, DynamicQuantLinear):
+                add(module.weight())
+                add(module.bias())
+            add(getattr(module, "rand_noise", None))
+    return total
+
+
 def _sdpa_cpu_flops(query_shape, key_shape, value_shape, *args, out_shape=None, **kwargs) -> int:
     """Q·Kᵀ and A·V of the CPU flash-attention kernel, which flop_counter does not know."""
     b, h, t_q, d = query_shape
@@ -259,6 +299,7 @@ def run(args: argparse.Namespace, scratch: Path) -> dict:
         "first_chunk_s": statistics.median([first for first, *_ in streams]) if streams else None,
         "load_s": load_s,
         "peak_rss_mb": peak_rss_mb,
+        "weights_in_memory_mb": weight_bytes_in_memory(engine) / 2**20,
         "llm_tokens_per_s": statistics.median(decode_rates) if decode_rates else 0.0,
         "floor_rtf": floor_rtf,
         "ratio_to_floor": rtf / floor_rtf,
@@ -321,7 +362,8 @@ def format_report(r: dict) -> str:
         f"machine: read {m['read_gb_s']:.1f} GB/s, copy {m['copy_gb_s']:.1f} GB/s, batch-1 GEMV "
         f"{m['gemv_gb_s']:.1f} GB/s, fp32 GEMM {m['fp32_gflop_s']:.0f} GFLOP/s, bf16 GEMM {m['bf16_gflop_s']:.0f}, "
         f"int8 GEMM {m.get('int8_gflop_s', 0):.0f}",
-        f"load {r['load_s']:.2f} s · peak RSS {r['peak_rss_mb']:.0f} MB",
+        f"load {r['load_s']:.2f} s · peak RSS {r['peak_rss_mb']:.0f} MB · model tensors in memory "
+        f"{r['weights_in_memory_mb']:.0f} MB (peak RSS ÷ that: {r['peak_rss_mb'] / r['weights_in_memory_mb']:.2f})",
         f"frontend {r['frontend_s']:.3f} s ({r['frontend_note']}); same voice again "
         f"{r['frontend_cached_s'] * 1e3:.1f} ms (prompt cache {cache})",
         f"  {'stage (s)':<22}{'min':>8}{'median':>9}{'max':>8}",

@@ -32,6 +32,7 @@ def test_tiny_benchmark_reports_every_key() -> None:
     for stage in ("llm_prefill_s", "llm_decode_s", "flow_s", "hift_s", "total_s"):
         assert set(result["stages"][stage]) == {"min", "median", "max"}
     assert result["floor"]["flow_flops"] > 0 and result["floor"]["hift_flops"] > 0
+    assert 0 < result["weights_in_memory_mb"] < result["peak_rss_mb"]
     assert result["streaming"]["chunks"] >= 2
 
 

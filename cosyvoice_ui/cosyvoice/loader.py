@@ -6,6 +6,7 @@ Which classes a folder's family uses comes from `registry.py`; which inference t
 
 from __future__ import annotations
 
+import gc
 import logging
 import time
 from dataclasses import dataclass, replace
@@ -107,12 +108,15 @@ def load_parts(model_dir: Path, device: str = "auto", progress: ProgressCallback
     report(progress, "load", 0.05, "loading llm.pt")
     llm = backend.load_llm(config.llm, read_state_dict(folder.path / "llm.pt"), folder.path).to(device)
     done = {"mode": precision, **llm_precision(llm, precision, device, fast)}
+    gc.collect()  # the replaced float layers sit in reference cycles (torch.ao's swap): free them now
     report(progress, "load", 0.50, "loading flow.pt")
     flow = backend.load_flow(config.flow, read_state_dict(folder.path / "flow.pt")).to(device)
     done.update(flow_precision(flow, precision, device, fast))
+    gc.collect()
     report(progress, "load", 0.70, "loading hift.pt")
     hift = backend.load_vocoder(config.hift, read_state_dict(folder.path / "hift.pt"), config).to(device)
     done.update(vocoder_precision(hift, precision, device, fast))
+    gc.collect()
     applied = precision_record(done)
     if n_timesteps is not None:  # an explicit step count wins over either mode's
         applied = replace(applied, flow_steps=n_timesteps)
