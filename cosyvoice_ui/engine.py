@@ -100,6 +100,12 @@ class Engine(ABC):
     def unregister_voice(self, voice_id: str) -> None:
         """Forget a saved voice; unknown ids (and backends without saved voices) are ignored."""
 
+    def reading(self, text: str) -> list[str]:
+        """How this engine will read `text`: the segments it renders, after its own normalisation and split
+        (for previews; a pronunciation glossary is applied by the caller). Default: the stripped text."""
+        text = text.strip()
+        return [text] if text else []
+
 
 def report(progress: ProgressCallback | None, stage: str, fraction: float, message: str = "") -> None:
     """Send one progress event if anyone listens; clamps the fraction to [0, 1]."""

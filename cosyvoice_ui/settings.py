@@ -40,6 +40,11 @@ class Settings:
     default_voice: str | None = None  # --default-voice: preset or saved voice used when a request names none
     voice_aliases_file: Path | None = None  # --voice-aliases: JSON {"alloy": "<voice>", ...} for OpenAI clients
     mcp: bool = False  # --mcp: expose synthesis and voices as MCP tools (Gradio's MCP server)
+    projects_dir: Path = Path("projects")  # script projects and audiobook jobs (one folder each)
+    glossary_dir: Path = Path("glossaries")  # saved pronunciation glossaries (one JSON file each)
+    asr_model: str = "auto"  # transcription: "auto" (a downloaded Whisper, else pocketsphinx), or a model name
+    take_retries: int = 2  # bad-take retries per segment (0 = check and report only)
+    check_takes: bool = True  # --no-take-check: neither check nor retry takes
     extra: dict = field(default_factory=dict)
 
     def with_(self, **changes: object) -> Settings:

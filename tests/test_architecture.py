@@ -18,8 +18,8 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "cosyvoice_ui"
 ROOT = "cosyvoice_ui"
 MAX_LINES = 500
-FOLDERS = ("cosyvoice", "offline", "serving", "api", "ui", "cli", "web", "testing")
-MODEL_LIBRARIES = {"torch", "onnxruntime", "onnx"}
+FOLDERS = ("cosyvoice", "offline", "asr", "serving", "studio", "api", "ui", "cli", "web", "testing")
+MODEL_LIBRARIES = {"torch", "onnxruntime", "onnx", "transformers", "pocketsphinx"}
 WEB_LIBRARIES = {"fastapi", "starlette", "uvicorn"}
 UI_LIBRARIES = {"gradio", "gradio_client"}
 
@@ -29,15 +29,20 @@ ALLOWED: dict[str, tuple[tuple[str, ...], set[str]]] = {
     "cosyvoice": ((), WEB_LIBRARIES | UI_LIBRARIES),
     # The offline voice reuses the CosyVoice frontend's resampler and Slaney mel filters (one copy of the DSP).
     "offline": (("cosyvoice.frontend.features",), WEB_LIBRARIES | UI_LIBRARIES),
-    "serving": (("cosyvoice", "offline"), WEB_LIBRARIES | UI_LIBRARIES),
-    "api": (("serving",), MODEL_LIBRARIES | UI_LIBRARIES),
-    "ui": (("serving", "api.service", "api.schemas"), MODEL_LIBRARIES | WEB_LIBRARIES),
-    "cli": (("serving", "cosyvoice.hub", "cosyvoice.parity", "web"), WEB_LIBRARIES | UI_LIBRARIES),
-    "web": (("cosyvoice", "offline", "serving", "api", "ui", "cli"), MODEL_LIBRARIES),
+    # The transcription backend (Whisper through transformers, pocketsphinx): model code over the root only.
+    "asr": ((), WEB_LIBRARIES | UI_LIBRARIES),
+    "serving": (("cosyvoice", "offline", "asr"), WEB_LIBRARIES | UI_LIBRARIES),
+    # Long-form work (scripts, takes, audiobooks, subtitles) drives an Engine it is given: no model code.
+    "studio": (("serving",), MODEL_LIBRARIES | WEB_LIBRARIES | UI_LIBRARIES),
+    "api": (("serving", "studio"), MODEL_LIBRARIES | UI_LIBRARIES),
+    "ui": (("serving", "studio", "api.service", "api.schemas"), MODEL_LIBRARIES | WEB_LIBRARIES),
+    "cli": (("serving", "studio", "cosyvoice.hub", "cosyvoice.parity", "web"), WEB_LIBRARIES | UI_LIBRARIES),
+    "web": (("cosyvoice", "offline", "asr", "serving", "studio", "api", "ui", "cli"), MODEL_LIBRARIES),
     "testing": (FOLDERS, set()),
 }
-# Where serving/ may reach into a backend (and nothing else of serving/ may): the dispatch by model id.
-SERVING_TO_BACKENDS = {"serving/backends.py"}
+# Where serving/ may reach into a backend (and nothing else of serving/ may): the dispatch by model id, and
+# the transcription service into the ASR backend.
+SERVING_TO_BACKENDS = {"serving/backends.py": ("cosyvoice", "offline"), "serving/transcription.py": ("asr",)}
 # The package's entry points: `load_engine` in __init__ loads a CosyVoice folder; `python -m` runs the CLI.
 ENTRY_POINTS = {ROOT: (f"{ROOT}.cosyvoice.loader", f"{ROOT}.cosyvoice.engine"), f"{ROOT}.__main__": (f"{ROOT}.cli",)}
 
@@ -117,8 +122,10 @@ def layer_violations(graph: dict[str, set[str]]) -> list[str]:
                 continue
             if not any(_inside(name, prefix) for prefix in allowed):
                 problems.append(f"{module} imports {name}")
-            elif folder == "serving" and target in ("cosyvoice", "offline") and rel not in SERVING_TO_BACKENDS:
-                problems.append(f"{module} imports {name} (only serving/backends.py dispatches to a backend)")
+            elif folder == "serving" and target in ("cosyvoice", "offline", "asr") \
+                    and target not in SERVING_TO_BACKENDS.get(rel, ()):
+                problems.append(f"{module} imports {name} (only serving/backends.py dispatches to a model "
+                                "backend, and serving/transcription.py to the ASR one)")
     return problems
 
 

@@ -183,6 +183,14 @@ class OfflineEngine(Engine):
     def unregister_voice(self, voice_id: str) -> None:
         self.speakers.unregister(voice_id)
 
+    def reading(self, text: str) -> list[str]:
+        """The sentences this voice renders for `text`, after its normalisation (characters of scripts it
+        cannot read dropped); [] when nothing is speakable."""
+        from .text import is_speakable, normalize, split_sentences, strip_unsupported
+
+        pieces = (strip_unsupported(p)[0].strip() for p in split_sentences(normalize(text)))
+        return [p for p in pieces if p and is_speakable(p)]
+
     # -- voice matching (offline only) --------------------------------------------------------------
 
     def match_voice(

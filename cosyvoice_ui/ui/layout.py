@@ -24,8 +24,11 @@ from .saved_voices import SavedVoices
 from .tabs.clone import build_clone
 from .tabs.convert import build_convert
 from .tabs.cross import build_cross
+from .tabs.book import build_book
+from .tabs.glossary import build_glossary
 from .tabs.history import build_history
 from .tabs.preset import build_preset
+from .tabs.script import build_script
 
 
 def build_ui(manager: ModelManager, settings: Settings, output_dir: Path | None = None, voices=None, share=None,
@@ -51,13 +54,16 @@ def build_ui(manager: ModelManager, settings: Settings, output_dir: Path | None 
             cross = build_cross(page)
             preset = build_preset(page)
             convert = build_convert(page)
+            script = build_script(page)
+            book = build_book(page)
+            glossary = build_glossary(page)
             build_history(page)
         if page.saved.enabled:
             page.saved.wire(demo, manager, page.options, button=clone.save, prompt=clone.prompt,
                             transcript=clone.transcript, name=clone.voice_name, select=clone.saved)
 
         # Each part says what it shows for the current model (`adapt`): one event updates them all.
-        parts = [notices, page.options, clone, cross, preset, convert]
+        parts = [notices, page.options, clone, cross, preset, convert, script, book, glossary]
         info = manager.info()
         outputs = [component for part in parts for component in part.adapt(info, {})]
 

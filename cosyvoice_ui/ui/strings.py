@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 from ..errors import InvalidRequest
-from . import strings_text
+from . import strings_studio, strings_text
 
 
 def _notice(summary: str, details: str) -> str:
@@ -291,6 +291,8 @@ LABELS_ZH: dict[str, str] = {
 
 LABELS_EN.update(strings_text.LABELS_EN)
 LABELS_ZH.update(strings_text.LABELS_ZH)
+LABELS_EN.update(strings_studio.LABELS_EN)
+LABELS_ZH.update(strings_studio.LABELS_ZH)
 
 # Messages for InvalidRequest codes; {placeholders} come from the error's params.
 MESSAGES_ZH: dict[str, str] = {
@@ -320,6 +322,7 @@ MESSAGES_ZH: dict[str, str] = {
     "voice_store_full": "磁盘已满，无法保存声音：请释放空间，或用另一个 --voices-dir 启动。",
     "voice_store_unwritable": "无法写入已保存声音的文件夹：请检查 voices 文件夹，或用另一个 --voices-dir 启动。",
 }
+MESSAGES_ZH.update(strings_studio.MESSAGES_ZH)
 
 WHAT_ZH = {"prompt audio": "声音样本", "source audio": "待转换语音"}
 

@@ -105,8 +105,25 @@ def build_parser() -> argparse.ArgumentParser:
                    help="JSON file mapping OpenAI voice names (alloy, nova, ...) to this server's voices")
     p.add_argument("--mcp", action="store_true",
                    help="also serve synthesis and voice tools over MCP (Gradio's MCP server at /gradio_api/mcp/)")
+    p.add_argument("--projects-dir", type=Path, default=Path("projects"),
+                   help="where script projects and audiobook jobs are kept (one folder each)")
+    p.add_argument("--glossary-dir", type=Path, default=Path("glossaries"),
+                   help="where saved pronunciation glossaries are kept")
+    p.add_argument("--asr-model", default="auto", metavar="NAME",
+                   help="speech recognition for Transcribe: auto (a downloaded Whisper model, else pocketsphinx "
+                        "for English) or a model name under --models-dir/asr")
+    add_take_flags(p)
     p.add_argument("-v", "--verbose", action="store_true")
     return p
+
+
+def add_take_flags(parser: argparse.ArgumentParser) -> None:
+    """`--take-retries` and `--no-take-check`, the same for the app and the CLI."""
+    parser.add_argument("--take-retries", type=int, default=2, metavar="N",
+                        help="re-render a segment whose length does not fit its text (or that repeats itself) up to "
+                             "N times with a new seed (default 2; 0 = check and report only)")
+    parser.add_argument("--no-take-check", action="store_true",
+                        help="do not check segments for bad takes (no retries)")
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
@@ -120,6 +137,8 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         queue_size=args.queue_size, rate_limit_per_min=args.rate_limit, max_upload_mb=args.max_upload_mb,
         blocked_words_file=args.blocked_words, engine_url=args.engine_url,
         default_voice=args.default_voice, voice_aliases_file=args.voice_aliases, mcp=args.mcp,
+        projects_dir=args.projects_dir, glossary_dir=args.glossary_dir, asr_model=args.asr_model,
+        take_retries=max(0, args.take_retries), check_takes=not args.no_take_check,
         extra={"output_dir": str(args.output_dir)},
     )
 

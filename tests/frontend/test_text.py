@@ -230,3 +230,9 @@ def test_import_builds_nothing() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_cmu_stress_digits_stay_digits_while_numbers_are_spelled_out() -> None:
+    """A pronunciation hint's stress digit ([EH1]) is part of the phone; a number beside it is still read out."""
+    assert normalize("I have [R][EH1][D] it 3 times.", count_tokens=len) == ["I have [R][EH1][D] it three times."]
+    assert normalize("我[R][EH1][D]了3本书。", count_tokens=len) == ["我[R][EH1][D]了三本书。"]

@@ -259,9 +259,23 @@ def normalize(
     check_characters(text)
     if has_special_syntax(text) or not use_frontend or not text.strip():
         return [text] if split else text
-    text = text.strip()
+    text = _shield_stress_digits(text.strip())
     lang = detect_language(text)
     text = _normalize_zh(text) if lang == "zh" else _normalize_en(text)
     if not split:
-        return text
-    return [s for s in split_paragraph(text, lang, count_tokens) if not is_punctuation_only(s)]
+        return _unshield_stress_digits(text)
+    return [_unshield_stress_digits(s) for s in split_paragraph(text, lang, count_tokens) if not is_punctuation_only(s)]
+
+
+# A CMU pronunciation hint's stress digit ("[EH1]") is part of the phone, not a number to spell out: the number
+# step would read it as "[EHone]". Each digit is swapped for a private-use character across normalisation.
+_STRESSED_PHONE = re.compile(r"\[([A-Z]{1,2})([012])\]")
+_SHIELD = 0xE000
+
+
+def _shield_stress_digits(text: str) -> str:
+    return _STRESSED_PHONE.sub(lambda m: f"[{m[1]}{chr(_SHIELD + int(m[2]))}]", text)
+
+
+def _unshield_stress_digits(text: str) -> str:
+    return re.sub("[\ue000-\ue002]", lambda m: str(ord(m[0]) - _SHIELD), text)
