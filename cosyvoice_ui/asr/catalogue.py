@@ -1,0 +1,163 @@
+"""The Whisper checkpoints users can download, finding downloaded ones, and the download itself (with progress).
+
+A Whisper folder is what `huggingface-cli download openai/whisper-small` leaves: `config.json` (model_type
+"whisper"), `model.safetensors`, `preprocessor_config.json`, `generation_config.json` and the tokenizer files. Only
+the safetensors weights are fetched (the repositories also hold PyTorch-pickle, TensorFlow and Flax copies).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlparse
+
+from ..errors import DownloadError
+from ..types import ProgressCallback, ProgressEvent
+
+# What a usable folder must hold (the tokenizer: tokenizer.json, or the older vocab.json + merges.txt pair).
+REQUIRED_FILES = ("config.json", "model.safetensors", "preprocessor_config.json", "generation_config.json")
+ALLOW_PATTERNS = ["*.json", "merges.txt", "model.safetensors"]
+
+
+@dataclass(frozen=True)
+class AsrEntry:
+    """A downloadable Whisper checkpoint."""
+
+    name: str  # folder name under pretrained_models/asr/
+    repo_id: str  # Hugging Face repository
+    size_gb: float  # the safetensors weights, roughly
+    description: str
+
+
+# Best first: the first one downloaded is the default recogniser.
+CATALOGUE: tuple[AsrEntry, ...] = (
+    AsrEntry("whisper-large-v3-turbo", "openai/whisper-large-v3-turbo", 1.6,
+             "Whisper large-v3 turbo (809M, 99 languages): the most accurate; fast on a GPU, slow on a CPU"),
+    AsrEntry("whisper-small", "openai/whisper-small", 1.0,
+             "Whisper small (244M, 99 languages): a good balance on a CPU"),
+    AsrEntry("whisper-base", "openai/whisper-base", 0.3,
+             "Whisper base (74M, 99 languages): quick, less accurate"),
+    AsrEntry("whisper-tiny", "openai/whisper-tiny", 0.15,
+             "Whisper tiny (39M, 99 languages): the quickest, rough on accents and noise"),
+)
+
+
+def catalogue_entry(name: str) -> AsrEntry:
+    """The entry called `name` (folder name or repository id, any case)."""
+    for entry in CATALOGUE:
+        if name.lower() in (entry.name.lower(), entry.repo_id.lower()):
+            return entry
+    raise DownloadError(f"unknown speech recogniser {name!r}; choose one of: {', '.join(e.name for e in CATALOGUE)}")
+
+
+def is_whisper_folder(folder: Path) -> bool:
+    """True when `folder` holds a complete Hugging Face Whisper checkpoint (safetensors weights)."""
+    if not all((folder / name).is_file() for name in REQUIRED_FILES):
+        return False
+    if not ((folder / "tokenizer.json").is_file() or
+            ((folder / "vocab.json").is_file() and (folder / "merges.txt").is_file())):
+        return False
+    try:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(config, dict) and config.get("model_type") == "whisper"
+
+
+def find_whisper_models(asr_dir: Path) -> list[Path]:
+    """Whisper folders directly under `asr_dir`: catalogue ones first (best first), then others by name."""
+    if not asr_dir.is_dir():
+        return []
+    found = [p for p in asr_dir.iterdir() if p.is_dir() and is_whisper_folder(p)]
+    rank = {entry.name: i for i, entry in enumerate(CATALOGUE)}
+    return sorted(found, key=lambda p: (rank.get(p.name, len(rank)), p.name))
+
+
+def _endpoint() -> str:
+    return os.environ.get("HF_ENDPOINT", "https://huggingface.co")
+
+
+def hub_reachable(timeout: float = 3.0) -> bool:
+    """A quick TCP check of the hub, so an offline machine fails in seconds with instructions."""
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true"):
+        return False
+    url = urlparse(_endpoint())
+    port = url.port or (443 if url.scheme == "https" else 80)
+    try:
+        with socket.create_connection((url.hostname or "", port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def by_hand(entry: AsrEntry) -> str:
+    """How to place the folder without this app's downloader (no local paths: the user knows theirs)."""
+    return (f"to install it by hand, on a machine with internet run `huggingface-cli download {entry.repo_id} "
+            f"--local-dir {entry.name}` and copy that folder into the asr folder of your models folder "
+            f"(pretrained_models/asr/{entry.name})")
+
+
+def byte_progress(progress: ProgressCallback | None, label: str):
+    """A tqdm class for `snapshot_download(tqdm_class=...)` that sums its byte bars and reports the share done
+    to `progress` (the library draws nothing in the terminal). The hub grows a bar's total as each file starts,
+    so the share is kept from going back."""
+    from tqdm.auto import tqdm
+
+    lock = threading.Lock()
+    bars: dict[int, tuple[float, float]] = {}
+    reported = [0.0]
+
+    class Forwarding(tqdm):
+        def __init__(self, *args, **kwargs):
+            kwargs["disable"] = False
+            super().__init__(*args, **kwargs)
+
+        def display(self, *args, **kwargs):
+            return None
+
+        def update(self, n=1):
+            result = super().update(n)
+            if progress is not None and self.unit == "B":
+                with lock:
+                    bars[id(self)] = (float(self.n), float(self.total or 0))
+                    done = sum(b[0] for b in bars.values())
+                    total = sum(b[1] for b in bars.values())
+                    if total <= 0:
+                        return result
+                    reported[0] = fraction = max(reported[0], min(1.0, done / total))
+                progress(ProgressEvent("download", fraction, f"{label}: {done / 1e6:.0f} / {total / 1e6:.0f} MB"))
+            return result
+
+    return Forwarding
+
+
+def download(name: str, asr_dir: Path, progress: ProgressCallback | None = None) -> Path:
+    """Download (or resume) catalogue entry `name` into `asr_dir/NAME` and return the folder."""
+    entry = catalogue_entry(name)
+    target = asr_dir / entry.name
+    if is_whisper_folder(target):
+        if progress is not None:
+            progress(ProgressEvent("download", 1.0, f"{entry.name} is already downloaded"))
+        return target
+    if not hub_reachable():
+        raise DownloadError(f"cannot reach {_endpoint()} (offline?); {by_hand(entry)}")
+    from huggingface_hub import snapshot_download
+
+    target.mkdir(parents=True, exist_ok=True)
+    if progress is not None:
+        progress(ProgressEvent("download", 0.0, f"downloading {entry.name} (about {entry.size_gb:.1f} GB)"))
+    try:
+        snapshot_download(entry.repo_id, local_dir=str(target), allow_patterns=ALLOW_PATTERNS,
+                          tqdm_class=byte_progress(progress, entry.name))
+    except Exception as exc:  # network, auth, disk: every failure becomes one actionable message
+        raise DownloadError(f"downloading {entry.name} failed ({type(exc).__name__}); run the download again "
+                            f"to resume, or {by_hand(entry)}") from exc
+    if not is_whisper_folder(target):
+        raise DownloadError(f"the download of {entry.name} is incomplete; run it again to resume, or {by_hand(entry)}")
+    if progress is not None:
+        progress(ProgressEvent("download", 1.0, f"{entry.name} ready"))
+    return target
