@@ -3,11 +3,15 @@
 Output is numbered files (`0001.wav`, `0002.wav`, ...) in a folder, or with `--join` one file. A re-run
 resumes: lines whose file already exists (non-empty) are skipped. Files are written under a temporary
 name and renamed, so an interrupted run never leaves a truncated file that would be skipped later.
-This is the CLI's helper: it writes one progress line per utterance to stderr.
+Every utterance goes through the bad-take guard (`serving.takes.guarded_synthesis`); with `--srt`/`--vtt`
+each numbered file gets its subtitles beside it, and a joined file one subtitle file whose times include the
+pauses (each part's cues are kept beside it until the join). This is the CLI's helper: it writes one progress
+line per utterance to stderr.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import shutil
 import sys
@@ -22,7 +26,10 @@ from ..audio import join_chunks
 from ..engine import Engine
 from ..files import atomic_path
 from ..errors import InvalidRequest
+from ..serving.takes import RetryPolicy, guarded_synthesis
+from ..studio.subtitles import Cue, SegmentClock, shift
 from ..types import ProgressCallback, SynthesisRequest
+from .common import subtitle_targets, write_audio, write_subtitles
 
 log = logging.getLogger(__name__)
 
@@ -67,37 +74,39 @@ class BatchProgress:
 
 
 def synth_text_file(engine: Engine, args, make_request: Callable[[object, str], SynthesisRequest],
-                    write: Callable[..., None], progress: ProgressCallback | None = None) -> int:
+                    policy: RetryPolicy | None = None, progress: ProgressCallback | None = None) -> int:
     """Synthesise every line of `args.text_file` into `args.out`; returns the process exit code.
 
-    `make_request(args, text)` builds each request; `write(path, samples, rate, fmt, loudness)` writes a
-    file. Numbered files go into the folder `args.out`; with `args.join` `args.out` is the one file. A line
-    the engine refuses (e.g. nothing speakable) is reported and skipped; the exit code is then 1.
-    `progress` is unused (one line per utterance replaces the per-stage bar).
+    `make_request(args, text)` builds each request (glossary and default voice applied). Numbered files go into
+    the folder `args.out`; with `args.join` `args.out` is the one file. A line the engine refuses (e.g. nothing
+    speakable) is reported and skipped; the exit code is then 1. `progress` receives the bad-take guard's
+    retry reports (one line per utterance replaces the per-stage bar).
     """
     lines = read_lines(args.text_file)
     if args.join:
-        return _joined(engine, args, lines, make_request, write)
+        return _joined(engine, args, lines, make_request, policy, progress)
     fmt = (args.format or "wav").lower()
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     width = max(4, len(str(len(lines))))
     bar = BatchProgress(len(lines))
+    subtitles = [fmt_ for fmt_ in ("srt", "vtt") if getattr(args, fmt_, None) is not None]
     failed, skipped = [], 0
     for index, text in enumerate(lines, 1):
         path = out_dir / f"{index:0{width}d}.{fmt}"
-        if _written(path):
+        if _written(path) and all(_written(path.with_suffix(f".{sub}")) for sub in subtitles):
             skipped += 1
             bar.line(index, path.name, "exists, skipped")
             continue
         try:
-            samples = _synthesize(engine, make_request(args, text))
+            samples, cues = _synthesize(engine, make_request(args, text), policy, progress, text)
         except InvalidRequest as exc:
             failed.append(index)
             bar.line(index, path.name, f"FAILED: {exc}")
             continue
-        with atomic_path(path) as tmp:
-            write(tmp, samples, engine.info.sample_rate, fmt, args.loudness)
+        write_audio(path, samples, engine.info.sample_rate, fmt, args.loudness)
+        for sub in subtitles:
+            write_subtitles(path.with_suffix(f".{sub}"), cues, sub)
         bar.synthesised(index, path.name, len(samples) / engine.info.sample_rate, text)
     written = len(lines) - skipped - len(failed)
     print(f"{out_dir}: {written} written, {skipped} already there, {len(failed)} failed"
@@ -105,10 +114,13 @@ def synth_text_file(engine: Engine, args, make_request: Callable[[object, str], 
     return 1 if failed else 0
 
 
-def _joined(engine: Engine, args, lines: list[str], make_request, write) -> int:
-    """All lines into one file; per-line parts wait in a hidden folder beside it until every line is done."""
+def _joined(engine: Engine, args, lines: list[str], make_request, policy: RetryPolicy | None,
+            progress: ProgressCallback | None) -> int:
+    """All lines into one file; per-line parts (audio and cues) wait in a hidden folder beside it until every
+    line is done."""
     out = Path(args.out)
-    if _written(out):
+    targets = subtitle_targets(args, out)
+    if _written(out) and all(_written(path) for _, path in targets):
         print(f"{out} exists already; delete it to synthesise again")
         return 0
     parts = out.parent / f".{out.name}.parts"
@@ -123,11 +135,12 @@ def _joined(engine: Engine, args, lines: list[str], make_request, write) -> int:
             bar.line(index, part.name, "done in an earlier run, skipped")
             continue
         try:
-            samples = _synthesize(engine, make_request(args, text))
+            samples, cues = _synthesize(engine, make_request(args, text), policy, progress, text)
         except InvalidRequest as exc:
             failed.append(index)
             bar.line(index, part.name, f"FAILED: {exc}")
             continue
+        _save_cues(part, cues)  # first: a part is finished once its audio is there
         with atomic_path(part) as tmp, open(tmp, "wb") as handle:
             np.save(handle, samples.astype(np.float32))
         bar.synthesised(index, part.name, len(samples) / rate, text)
@@ -136,21 +149,54 @@ def _joined(engine: Engine, args, lines: list[str], make_request, write) -> int:
               f"finished lines are kept in {parts}")
         return 1
     pause = np.zeros(int(JOIN_PAUSE_S * rate), np.float32)
-    pieces = []
-    for index in range(1, len(lines) + 1):
-        pieces += [np.load(parts / f"{index:0{width}d}.npy"), pause]
+    pieces, cues, offset = [], [], 0
+    for index, text in enumerate(lines, 1):
+        part = parts / f"{index:0{width}d}.npy"
+        samples = np.load(part)
+        cues += shift(_load_cues(part, text, len(samples) / rate), offset / rate)
+        pieces += [samples, pause]
+        offset += len(samples) + len(pause)
     joined = np.concatenate(pieces[:-1])
     fmt = args.format or (out.suffix.lstrip(".").lower() or "wav")
-    with atomic_path(out) as tmp:
-        write(tmp, joined, rate, fmt, args.loudness)
+    write_audio(out, joined, rate, fmt, args.loudness)
+    for sub, path in targets:
+        write_subtitles(path, cues, sub)
     shutil.rmtree(parts, ignore_errors=True)
     print(f"wrote {out} ({len(lines)} utterances, {len(joined) / rate:.1f} s at {rate} Hz)")
+    for _, path in targets:
+        print(f"wrote {path} ({len(cues)} cues)")
     return 0
 
 
-def _synthesize(engine: Engine, request: SynthesisRequest) -> np.ndarray:
-    pieces = [chunk.samples for chunk in engine.synthesize(request)]
-    return join_chunks(pieces)
+def _synthesize(engine: Engine, request: SynthesisRequest, policy: RetryPolicy | None,
+                progress: ProgressCallback | None, text: str) -> tuple[np.ndarray, list[Cue]]:
+    """One utterance through the bad-take guard: its samples and its cues (from the segments)."""
+    pieces, clock = [], SegmentClock()
+    for chunk in guarded_synthesis(engine, request, policy, _retries_only(progress)):
+        pieces.append(chunk.samples)
+        clock.feed(chunk)
+    return join_chunks(pieces), clock.cues(fallback_text=text)
+
+
+def _retries_only(progress: ProgressCallback | None) -> ProgressCallback | None:
+    """The bad-take guard's reports ("segment" events), not the per-stage bar the utterance lines replace."""
+    if progress is None:
+        return None
+    return lambda event: progress(event) if event.stage == "segment" else None
+
+
+def _save_cues(part: Path, cues: list[Cue]) -> None:
+    data = [[c.start, c.end, c.text] for c in cues]
+    with atomic_path(part.with_suffix(".json")) as tmp:
+        tmp.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+
+
+def _load_cues(part: Path, text: str, seconds: float) -> list[Cue]:
+    """A part's cues; a part without them (an older run) gets one cue over its whole length."""
+    try:
+        return [Cue(float(s), float(e), str(t)) for s, e, t in json.loads(part.with_suffix(".json").read_text("utf-8"))]
+    except (OSError, ValueError, TypeError):
+        return [Cue(0.0, seconds, text)]
 
 
 def _written(path: Path) -> bool:

@@ -1,0 +1,198 @@
+"""`synth`: one text, a text file (`batch.py`), a multi-voice script or a book (`studio.py`) → audio files.
+
+Every form applies the pronunciation glossary (`--glossary`) to the text before the request is checked, runs
+the synthesis through the bad-take guard (`serving.takes.guarded_synthesis`, policy from `--take-retries` /
+`--no-take-check`, retries printed on stderr) and can write subtitles (`--srt` / `--vtt`) whose times come from
+the rendered segments.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from ..errors import InvalidRequest
+from ..types import Mode
+from .common import (TerminalProgress, glossary_store, load_engine, load_glossary, retry_policy, subtitle_targets,
+                     write_audio, write_subtitles)
+
+
+def add_synth_parser(sub) -> None:
+    from ..web.flags import add_precision_flag, add_take_flags  # the app's flags, same help
+
+    p = sub.add_parser("synth", help="synthesise speech to an audio file (a text, a text file, a script, a book)")
+    p.add_argument("--model-dir", type=Path, help="model folder (default: first one in pretrained_models/)")
+    p.add_argument("--mode", default=None, choices=[m.value for m in Mode],
+                   help="default: vc with --source-wav; zero_shot with a voice and its transcript, cross_lingual "
+                        "without one; instruct with --instruct; else sft")
+    p.add_argument("--text", default="", help="what to say")
+    p.add_argument("--text-file", type=Path, help="one utterance per line → numbered files (or --join)")
+    p.add_argument("--script", type=Path, help="a dialogue: one line per utterance, `Name: text`, `[Name] text` or "
+                   "plain text (the narrator); rendered into a resumable project, then mixed into --out")
+    p.add_argument("--voices", type=Path, help="with --script: JSON of name → voice: a preset, a saved voice id, "
+                   "{\"sample\": \"bob.wav\", \"transcript\": \"...\"}, {\"instruct\": \"...\"} (kept in the project)")
+    p.add_argument("--project", type=Path, help="with --script: the project folder (default: OUT.project beside "
+                   "--out); a rerun continues it")
+    p.add_argument("--stems", type=Path, metavar="DIR", help="with --script: also write one track per speaker here")
+    p.add_argument("--gap", type=float, default=None, metavar="SECONDS",
+                   help="with --script: silence between lines (default 0.4, kept in the project)")
+    p.add_argument("--book", type=Path, help="an EPUB, TXT or Markdown book → one file per chapter and a "
+                   "chaptered book in the folder --out (resumable: a rerun continues)")
+    p.add_argument("--book-format", default="m4b", choices=["m4b", "mp3"], help="with --book: the whole book's file")
+    p.add_argument("--srt", nargs="?", const="", default=None, metavar="FILE",
+                   help="also write SRT subtitles (default file: --out with .srt)")
+    p.add_argument("--vtt", nargs="?", const="", default=None, metavar="FILE",
+                   help="also write WebVTT subtitles (default file: --out with .vtt)")
+    p.add_argument("--glossary", default=None, metavar="FILE_OR_ID",
+                   help="pronunciation glossary: a JSON file or a saved glossary id (see `glossary list`)")
+    p.add_argument("--glossary-dir", type=Path, default=Path("glossaries"), help="where saved glossaries are kept")
+    p.add_argument("--prompt-wav", type=Path, help="voice sample (zero_shot, cross_lingual, vc target voice)")
+    p.add_argument("--prompt-text", default="", help="transcript of --prompt-wav (zero_shot)")
+    p.add_argument("--source-wav", type=Path, help="speech to convert (vc)")
+    p.add_argument("--speaker", help="preset speaker (sft/instruct); default: the model's default voice "
+                   "(`voices default ID` picks a saved one)")
+    p.add_argument("--voice", help="saved voice id (see `voices list`), instead of --prompt-wav; with --book also a "
+                   "preset speaker or `default`")
+    p.add_argument("--voices-dir", type=Path, default=Path("voices"))
+    p.add_argument("--engine-url", help="synthesise on a running instance (http://host:7860) instead of locally")
+    p.add_argument("--api-key", default=None, help="API key of --engine-url (or COSYVOICE_API_KEYS)")
+    p.add_argument("--instruct", default="", help="style description (instruct)")
+    p.add_argument("--speed", type=float, default=1.0)
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--stream", action="store_true", help="write chunks as they are produced")
+    p.add_argument("--no-text-frontend", action="store_true", help="skip text normalisation and splitting")
+    p.add_argument("--voice-match", default="quick", choices=["quick", "refine"],
+                   help="offline default voice only: how closely to match --prompt-wav (refine takes ~1 min)")
+    p.add_argument("--device", default="auto")
+    add_precision_flag(p)
+    add_take_flags(p)
+    p.add_argument("--format", default=None, help="wav, mp3, flac or pcm (default: from --out's extension)")
+    p.add_argument("--loudness", type=float, default=None, help="normalise to this LUFS (e.g. -20); off by default")
+    p.add_argument("--join", action="store_true", help="with --text-file: one output file")
+    p.add_argument("--out", type=Path, required=True, help="output file (a folder with --text-file or --book)")
+
+
+def check_combination(args) -> None:
+    """Refuse flags that do not go together, before any model loads."""
+    forms = [flag for flag, given in (("--text-file", args.text_file), ("--script", args.script),
+                                      ("--book", args.book)) if given]
+    if len(forms) > 1:
+        raise InvalidRequest("flags_conflict", f"{' and '.join(forms)} cannot be used together; run one at a time")
+    if forms and args.text.strip():
+        raise InvalidRequest("flags_conflict", f"--text and {forms[0]} cannot be used together; put the text in "
+                             "the file, or drop the file")
+    for flag, value, needs in (("--voices", args.voices, args.script), ("--stems", args.stems, args.script),
+                               ("--project", args.project, args.script), ("--gap", args.gap, args.script)):
+        if value is not None and not needs:
+            raise InvalidRequest("flags_conflict", f"{flag} works with --script only")
+    if args.book and (args.srt is not None or args.vtt is not None):
+        raise InvalidRequest("flags_conflict", "--srt/--vtt do not apply to --book: every chapter gets its own SRT "
+                             "in the output folder")
+    if args.text_file and not args.join:
+        for fmt in ("srt", "vtt"):
+            if getattr(args, fmt):
+                raise InvalidRequest("flags_conflict", f"with numbered output every file gets its own .{fmt} beside it: "
+                                     f"pass --{fmt} without a file name (or add --join for one file)")
+
+
+def cmd_synth(args) -> int:
+    from ..audio import check_format
+
+    check_combination(args)
+    if args.script:
+        from .studio import synth_script
+
+        return synth_script(args)
+    if args.book:
+        from .studio import synth_book
+
+        return synth_book(args)
+    if not args.text_file:  # a bad format is refused before the model loads, not after the synthesis
+        check_format(args.format or (args.out.suffix.lstrip(".") or "wav"))
+    glossary = load_glossary(args.glossary, glossary_store(args))
+    policy = retry_policy(args)
+    progress = TerminalProgress()
+    engine = load_engine(args, progress)
+    if args.voice:
+        use_saved_voice(engine, args)
+    make = request_maker(engine, args, glossary)
+    if args.text_file:
+        from .batch import synth_text_file
+
+        return synth_text_file(engine, args, make, policy, progress)
+    return _synth_one(engine, args, make, policy, progress)
+
+
+def _synth_one(engine, args, make, policy, progress: TerminalProgress) -> int:
+    from ..audio import join_chunks
+    from ..serving.takes import guarded_synthesis
+    from ..studio.subtitles import SegmentClock
+
+    request = engine.check(make(args, args.text))
+    pieces, clock = [], SegmentClock()
+    for chunk in guarded_synthesis(engine, request, policy, progress):
+        pieces.append(chunk.samples)
+        clock.feed(chunk)
+        if args.stream:
+            print(f"chunk {len(pieces)}: segment {chunk.segment + 1}/{chunk.segments}, "
+                  f"{len(chunk.samples) / chunk.sample_rate:.2f} s", file=sys.stderr)
+    samples = join_chunks(pieces)
+    rate = engine.info.sample_rate
+    write_audio(args.out, samples, rate, args.format, args.loudness)
+    print(f"wrote {args.out} ({len(samples) / rate:.2f} s at {rate} Hz)")
+    for fmt, path in subtitle_targets(args, args.out):
+        cues = clock.cues(fallback_text=request.text)
+        write_subtitles(path, cues, fmt)
+        print(f"wrote {path} ({len(cues)} cue{'s' if len(cues) != 1 else ''})")
+    return 0
+
+
+def use_saved_voice(engine, args) -> None:
+    """`--voice ID`: register the saved voice with the engine and speak with it."""
+    from ..serving.voices import VoiceLibrary
+
+    library = VoiceLibrary(args.voices_dir)
+    voice = library.require(args.voice)
+    engine.register_voice(voice.id, library.audio(voice.id), voice.transcript, library.path(voice.id))
+    args.speaker = voice.id
+    args.voice_transcript = voice.transcript
+
+
+def request_maker(engine, args, glossary=None):
+    """`make(args, text)` → the request to run: flags, the glossary applied to the text, then the default voice
+    where none is named (registered with the engine first when it is a saved or the built-in voice)."""
+    from ..serving.default_voice import VoiceResolver
+    from ..serving.glossary import with_glossary
+    from ..serving.voices import VoiceLibrary
+
+    resolver = VoiceResolver(VoiceLibrary(args.voices_dir))
+
+    def make(args, text: str):
+        request, ref = resolver.apply(build_request(args, text), engine.info, mode_given=bool(args.mode))
+        resolver.ensure(engine, ref)
+        return with_glossary(request, glossary, engine.info)
+
+    return make
+
+
+def build_request(args, text: str):
+    """The request the synth flags describe, saying `text`."""
+    from ..audio import read_audio
+    from ..types import SynthesisRequest
+    from ..validation import infer_mode
+
+    if args.mode:
+        mode = Mode.parse(args.mode)
+    else:
+        mode = infer_mode(source=bool(args.source_wav), voice=bool(args.prompt_wav or args.voice),
+                          transcript=bool(args.prompt_text.strip() or getattr(args, "voice_transcript", "")),
+                          instruct=bool(args.instruct.strip()))
+    return SynthesisRequest(
+        mode=mode, text=text,
+        prompt_audio=read_audio(args.prompt_wav) if args.prompt_wav else None,
+        prompt_text=args.prompt_text, instruct_text=args.instruct, speaker=args.speaker,
+        source_audio=read_audio(args.source_wav, "source audio") if args.source_wav else None,
+        speed=args.speed, seed=args.seed, stream=args.stream, text_frontend=not args.no_text_frontend,
+        voice_match=args.voice_match,
+    )
+
