@@ -98,6 +98,7 @@ class AudioChunk:
     segments: int  # number of text segments in the request
     final: bool  # True on the last chunk of the whole request
     text: str = ""  # the (normalised) text of the segment
+    tokens: tuple[int, ...] = ()  # the segment's speech tokens, on its last chunk (CosyVoice engines; else empty)
 
 
 @dataclass(frozen=True)
@@ -137,6 +138,21 @@ class Precision:
     @property
     def bf16_hift(self) -> bool:
         return self.hift.startswith("bf16")
+
+
+@dataclass(frozen=True)
+class SpeechDecoder:
+    """Facts of a speech-token decoder that bound how long a take of a text can be (the bad-take checks): speech
+    tokens per second, the LLM's least and most speech tokens per text token, and text tokens per spoken
+    character by language ("en" letters, "zh" Hanzi, ...). Backends without such a decoder have none."""
+
+    token_rate: int
+    min_token_text_ratio: float = 2.0
+    max_token_text_ratio: float = 20.0
+    text_tokens_per_char: tuple[tuple[str, float], ...] = ()
+
+    def tokens_per_char(self, language: str) -> float:
+        return dict(self.text_tokens_per_char).get(language, 0.4)
 
 
 @dataclass(frozen=True)
@@ -180,6 +196,7 @@ class EngineInfo:
     # True: instruct mode takes a voice (recording or saved voice) like zero-shot (CosyVoice2/3's instruct2);
     # False: it takes a preset speaker (CosyVoice-300M-Instruct).
     instruct_voice: bool = False
+    decoder: SpeechDecoder | None = None  # the speech-token decoder's length facts (CosyVoice), for take checks
 
     def supports(self, mode: Mode) -> bool:
         return mode in self.modes

@@ -110,9 +110,10 @@ def _reader_kinds():
     one that reads text only (every other model, which gets the respellings)."""
     from ..types import EngineInfo, Mode
 
-    hints = EngineInfo(name="Fun-CosyVoice3", family="v3", sample_rate=24000, modes=(Mode.ZERO_SHOT,),
+    # Only `pronunciation` matters to the glossary; the rest of each description is filler.
+    hints = EngineInfo(name="Fun-CosyVoice3", family="", sample_rate=0, modes=(Mode.ZERO_SHOT,),
                        pronunciation=("pinyin", "cmu"))
-    plain = EngineInfo(name="other models", family="v1", sample_rate=22050, modes=(Mode.ZERO_SHOT,))
+    plain = EngineInfo(name="other models", family="", sample_rate=0, modes=(Mode.ZERO_SHOT,))
     return [("with pronunciation hints (Fun-CosyVoice3)", hints), ("respelled (other models)", plain)]
 
 

@@ -81,12 +81,14 @@ class CosyVoiceEngine(Engine):
             total = len(jobs)
             for index, (segment_text, model_input, source_tokens) in enumerate(jobs):
                 raise_if_cancelled(cancel)
+                spoken: list[int] = []  # the segment's speech tokens, for the take checks (`take_check`)
                 for wave, last_of_segment in self._render_segment(model_input, source_tokens, generator, progress,
                                                                   cancel, index, total, request.stream,
-                                                                  request.speed):
+                                                                  request.speed, record=spoken):
                     samples = wave.squeeze(0).float().cpu().numpy()
                     final = last_of_segment and index == total - 1
-                    yield AudioChunk(samples, self._info.sample_rate, index, total, final, segment_text)
+                    yield AudioChunk(samples, self._info.sample_rate, index, total, final, segment_text,
+                                     tuple(spoken) if last_of_segment else ())
 
     def close(self) -> None:
         for name in ("llm", "flow", "hift", "prompts", "tokenizer"):
@@ -135,6 +137,13 @@ class CosyVoiceEngine(Engine):
 
     def unregister_voice(self, voice_id: str) -> None:
         self.remove_voice(voice_id)
+
+    def reading(self, text: str) -> list[str]:
+        """The normalised, split segments this model reads for `text` ([] when nothing is speakable)."""
+        try:
+            return self._segments(SynthesisRequest(Mode.CROSS_LINGUAL, text=text))
+        except InvalidRequest:
+            return []
 
     # --- internals --------------------------------------------------------------------------------
 
@@ -213,7 +222,8 @@ class CosyVoiceEngine(Engine):
     def _render_segment(self, model_input: ModelInput, source_tokens: torch.Tensor | None,
                         generator: torch.Generator, progress: ProgressCallback | None,
                         cancel: threading.Event | None, index: int, total: int, stream: bool, speed: float,
-                        forced_tokens: int | None = None) -> Iterator[tuple[torch.Tensor, bool]]:
+                        forced_tokens: int | None = None,
+                        record: list[int] | None = None) -> Iterator[tuple[torch.Tensor, bool]]:
         render = self.chunker.renderer(self.flow, self.hift, self.config_streaming, self._flow_prompt(model_input),
                                        generator, self.n_timesteps)
         base = index / total
@@ -226,6 +236,8 @@ class CosyVoiceEngine(Engine):
         else:
             tokens_iter = self.llm.tokens_for_flow(self._llm_tokens(model_input, generator, cancel, stage,
                                                                     forced_tokens))
+        if record is not None:  # `record` receives every token the flow is given
+            tokens_iter = _recorded(tokens_iter, record)
         if stream and speed == 1.0:
             for speech, last in self.chunker.schedule(tokens_iter, render, self.config_streaming):
                 raise_if_cancelled(cancel)
@@ -261,6 +273,12 @@ class CosyVoiceEngine(Engine):
     @property
     def config_streaming(self) -> StreamingSpec:
         return self.streaming_spec
+
+
+def _recorded(tokens: Iterator[int], into: list[int]) -> Iterator[int]:
+    for token in tokens:
+        into.append(token)
+        yield token
 
 
 def _with_voices(info: EngineInfo, voices: tuple[str, ...]) -> EngineInfo:

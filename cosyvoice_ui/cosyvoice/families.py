@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..errors import CheckpointError, ConfigError
-from ..types import EngineInfo, Instruction, Mode, Precision
+from ..types import EngineInfo, Instruction, Mode, Precision, SpeechDecoder
 
 # A small optional file a folder may carry to say which variant it is (our tiny test models write it);
 # official folders don't have it, so the folder name decides, as upstream does ("-Instruct" in the path).
@@ -119,6 +119,13 @@ class FamilySpec:
     text_tags: tuple[str, ...] = ()
     pronunciation: tuple[str, ...] = ()  # "pinyin" ([j][ǐ]), "cmu" ([R][EH1][D])
     text_caveats: tuple[str, ...] = ()  # "ja_kanji": kana are read right, kanji may get Chinese readings
+    # Text tokens per spoken character by language: how long a take of a text can be (bad-take checks).
+    text_tokens_per_char: tuple[tuple[str, float], ...] = ()
+
+    @property
+    def decoder(self) -> SpeechDecoder:
+        """The LLM decodes between 2 and 20 speech tokens per text token (upstream's min/max_token_text_ratio)."""
+        return SpeechDecoder(self.token_rate, 2.0, 20.0, self.text_tokens_per_char)
 
 
 _COMMON_FILES = ("llm.pt", "flow.pt", "hift.pt", "campplus.onnx")
@@ -165,6 +172,12 @@ _V3_INSTRUCTIONS = (
 # v2 and v3 build their Qwen2 text tokenizer (and LLM shape) from this folder (cosyvoice-models.md §1.4).
 _QWEN_FILES = tuple(f"CosyVoice-BlankEN/{name}" for name in ("config.json", "vocab.json", "merges.txt"))
 
+# Text tokens per spoken character (letters, digits, Hanzi; punctuation not counted). v1's Whisper-style BPE,
+# measured on the bad-take corpus (benchmarks/bad_take_corpus.py: 357 ids / 1270 letters, 519 ids / 419 Hanzi);
+# Qwen2's BPE (v2, v3), whose real vocabulary is not in the test data: the usual ~4 letters and ~1.4 Hanzi a token.
+V1_TOKENS_PER_CHAR = (("en", 0.28), ("zh", 1.24), ("ja", 1.24), ("ko", 0.9), ("other", 0.5))
+QWEN_TOKENS_PER_CHAR = (("en", 0.25), ("zh", 0.7), ("ja", 0.7), ("ko", 0.5), ("other", 0.4))
+
 V1 = FamilySpec(
     name="v1",
     title="CosyVoice-300M",
@@ -173,6 +186,7 @@ V1 = FamilySpec(
     speech_tokenizer_file="speech_tokenizer_v1.onnx",
     sample_rate=22050,
     token_rate=50,
+    text_tokens_per_char=V1_TOKENS_PER_CHAR,
     mel_rate=22050 / 256,  # upstream hard-codes it in the v1 flow (hop 256)
     modes=ModeSet(preset=(Mode.SFT,), always=(Mode.ZERO_SHOT, Mode.CROSS_LINGUAL, Mode.VC)),
     # The -Instruct model conditions on instruct text + a preset speaker's embedding. Upstream refuses
@@ -207,6 +221,7 @@ V2 = FamilySpec(
     speech_tokenizer_file="speech_tokenizer_v2.onnx",
     sample_rate=24000,
     token_rate=25,
+    text_tokens_per_char=QWEN_TOKENS_PER_CHAR,
     mel_rate=24000 / 480,  # two mel frames per token
     modes=ModeSet(preset=(Mode.SFT,), always=(Mode.ZERO_SHOT, Mode.CROSS_LINGUAL, Mode.INSTRUCT, Mode.VC)),
     instruct_variant=None,  # instruct works with any voice (upstream's instruct2)
@@ -228,6 +243,7 @@ V3 = FamilySpec(
     speech_tokenizer_file="speech_tokenizer_v3.onnx",
     sample_rate=24000,
     token_rate=25,
+    text_tokens_per_char=QWEN_TOKENS_PER_CHAR,
     mel_rate=24000 / 480,
     modes=ModeSet(preset=(Mode.SFT,), always=(Mode.ZERO_SHOT, Mode.CROSS_LINGUAL, Mode.INSTRUCT, Mode.VC)),
     instruct_variant=None,
@@ -371,4 +387,5 @@ def folder_info(folder: ModelFolder, speakers: tuple[str, ...], device: str = "c
         text_tags=folder.family.text_tags,
         pronunciation=folder.family.pronunciation,
         text_caveats=folder.family.text_caveats,
+        decoder=folder.family.decoder,
     )
