@@ -1,19 +1,190 @@
-"""The Script tab (issue 15). Placeholder wiring made by the lead so layout.py can place the tab; its owner
-replaces this module's body."""
+"""The Script tab (issue 15): a multi-voice script as a project. Paste or upload the script, give each name a
+voice (remembered per name), render every line in order (resumable), fix single lines (regenerate, edit, lock)
+and export the mix, a stem per speaker and subtitles.
 
-from __future__ import annotations
+The widgets live here and in `studio_voices.py` / `studio_lines.py`; the work is `studio_handlers.py`.
+"""
 
+# No `from __future__ import annotations`: Gradio finds `request: gr.Request` by its evaluated annotation.
+import time
 from dataclasses import dataclass
 
+from ...errors import InvalidRequest
+from ...studio.script import parse_script, speakers
 from ...types import EngineInfo
+from .. import strings
 from ..page import Page
+from ..studio_events import chosen_glossary, chosen_policy, guarded, live, option_inputs
+from ..studio_handlers import EXPORT_PARTS, StudioHandlers, studio_for
+from ..studio_lines import build_lines
+from ..studio_voices import VoiceRows, build_voice_rows, choice_of
+
+SCRIPT_FILE_TYPES = [".txt", ".md", ".text"]
+MAX_SCRIPT_BYTES = 2 * 2**20
 
 
 @dataclass(frozen=True)
 class ScriptTab:
+    studio: StudioHandlers
+    voices: VoiceRows
+    current: object  # gr.State: the open project's folder name ("" = none)
+    revision: object  # gr.State: bumped by every change, redraws the lines
+    pick: object
+    new_name: object
+    script: object
+    gap: object
+    save: object
+    render: object
+    stop: object
+    status: object
+    parts: object
+    export: object
+    files: object
+    t: object
+    saved_enabled: bool
+
     def adapt(self, info: EngineInfo | None, data: dict) -> dict:
-        return {}
+        return self.voices.adapt(info, self.t, self.saved_enabled)
+
+
+def read_script_file(path: str | None) -> str:
+    """An uploaded script's text (UTF-8, UTF-16 with a BOM, else GB18030)."""
+    if not path:
+        return ""
+    from pathlib import Path
+
+    data = Path(path).read_bytes()[:MAX_SCRIPT_BYTES + 1]
+    if len(data) > MAX_SCRIPT_BYTES:
+        raise InvalidRequest("script_too_big", "the script file is over 2 MB; split it into several projects")
+    for encoding in ("utf-8-sig", "utf-16") if data[:2] in (b"\xff\xfe", b"\xfe\xff") else ("utf-8-sig", "gb18030"):
+        try:
+            return data.decode(encoding)
+        except UnicodeDecodeError:
+            continue
+    raise InvalidRequest("script_unreadable", "the script file is not text; save it as UTF-8 text and upload it again")
 
 
 def build_script(page: Page) -> ScriptTab:
-    return ScriptTab()
+    import gradio as gr
+
+    t = page.t
+    studio = studio_for(page)
+    options = page.options
+    with gr.Tab(t("tab_script"), id="script") as tab:
+        current = gr.State("")
+        revision = gr.State(0)
+        with gr.Row(equal_height=True):
+            pick = gr.Dropdown(choices=studio.projects(), value=None, label=t("studio_open"), scale=2,
+                               allow_custom_value=True, elem_classes=["studio-open"])
+            new_name = gr.Textbox(label=t("studio_new_name"), scale=2, elem_classes=["studio-new-name"])
+            create = gr.Button(t("studio_create"), scale=1, elem_classes=["studio-create"])
+        script = gr.Textbox(label=t("studio_script"), placeholder=t("studio_script_ph"), lines=8, max_lines=30,
+                            elem_classes=["studio-script"])
+        upload = gr.UploadButton(t("studio_upload"), file_types=SCRIPT_FILE_TYPES, size="sm")
+        with gr.Accordion(t("studio_voices"), open=True):
+            voices = build_voice_rows(page)
+        gap = gr.Slider(0.0, 3.0, value=0.4, step=0.05, label=t("studio_gap"))
+        with gr.Row():
+            save = gr.Button(t("studio_save"), elem_classes=["studio-save"])
+            render = gr.Button(t("studio_render_all"), variant="primary", elem_classes=["studio-render-all"])
+            stop = gr.Button(t("stop"), variant="stop")
+        status = gr.Markdown(elem_classes=["studio-status"])
+        with gr.Accordion(t("studio_lines"), open=True):
+            build_lines(page, studio, current, revision, status)
+        with gr.Accordion(t("studio_export"), open=True):
+            parts = gr.CheckboxGroup([(t(f"studio_part_{part}"), part) for part in EXPORT_PARTS],
+                                     value=list(EXPORT_PARTS), label=t("studio_export_parts"))
+            export = gr.Button(t("studio_export_button"), elem_classes=["studio-export"])
+            files = gr.File(label=t("studio_downloads"), file_count="multiple", interactive=False,
+                            elem_classes=["studio-downloads"])
+    view = [current, revision, pick, script, gap, status, *voices.outputs]
+
+    def shown(project, lang: str, message_key: str) -> dict:
+        """Every widget showing `project` (the voices, its script, its lines)."""
+        done = sum(line.take is not None for line in project.lines)
+        message = strings.label(message_key, lang).format(name=project.name, lines=len(project.lines),
+                                                          speakers=len(project.speakers()), done=done)
+        saved_ids = [value for _, value in page.saved.choices()]
+        return {current: project.folder.name, revision: time.time_ns(), script: project.script,
+                pick: gr.update(choices=studio.projects(), value=project.folder.name),
+                gap: project.settings.gap_s, status: message,
+                **voices.fill(project, page.manager.info(), page.saved.enabled, saved_ids, lang)}
+
+    def open_project(data: dict):
+        lang = options.language(data)
+        if not data[pick]:
+            return {}
+        project = guarded(lang, lambda: studio.open(data[pick]))
+        return shown(project, lang, "studio_opened")
+
+    def create_project(data: dict):
+        lang = options.language(data)
+        project = guarded(lang, lambda: studio.create(data[new_name], data[script] or ""))
+        return {**shown(project, lang, "studio_saved"), new_name: ""}
+
+    def save_project(data: dict):
+        lang = options.language(data)
+        project = guarded(lang, lambda: studio.save(data[current], data[new_name], data[script] or "",
+                                                    voices.values(data), data[gap]))
+        return {**shown(project, lang, "studio_saved"), new_name: ""}
+
+    def render_lines(data: dict, request: gr.Request, progress=gr.Progress()):
+        lang = options.language(data)
+        folder, glossary, policy = data[current], chosen_glossary(page, data), chosen_policy(page, data)
+        line_label = None
+        for kind, value in live(page, request, progress, lang,
+                                lambda report, cancel: studio.render_all(folder, glossary, report, cancel, policy)):
+            if kind == "status":
+                label = value.split(" · ")[0]
+                changed = line_label is not None and label != line_label  # the line before is saved
+                line_label = label
+                yield (time.time_ns() if changed else gr.skip()), value
+            else:
+                yield time.time_ns(), strings.label("studio_rendered", lang).format(
+                    rendered=len(value.rendered), skipped=len(value.skipped))
+
+    def export_files(data: dict):
+        lang = options.language(data)
+        output = options.output(data)
+        paths = guarded(lang, lambda: studio.export(data[current], output.fmt, tuple(data[parts] or ()),
+                                                    output.normalize))
+        return [str(path) for path in paths], strings.label("studio_exported", lang).format(count=len(paths))
+
+    def load_script(path, lang_value):
+        return guarded(strings.language_of(lang_value), lambda: read_script_file(path))
+
+    def names_changed(data: dict):
+        """The voice rows follow the names of the script as typed (before it is saved): a name keeps its row's
+        voice, a new one gets its remembered voice (else the default)."""
+        try:
+            names = speakers(parse_script(data[script] or ""))
+        except InvalidRequest:
+            return {}
+        if names == list(data[voices.speakers] or []):
+            return {}
+        shown_now = {name: choice_of(row) for name, row in voices.values(data).items()}
+        remembered = {name: studio.remembered(name) for name in names if name not in shown_now}
+        saved_ids = [value for _, value in page.saved.choices()]
+        known = {name: voice for name, voice in remembered.items() if voice[0] is not None}
+        return voices.fill_names(names, {**known, **shown_now}, page.manager.info(), page.saved.enabled,
+                                 saved_ids, options.language(data))
+
+    def stop_render(request: gr.Request) -> None:
+        page.handlers.stop(request)
+
+    private = dict(api_visibility="private")
+    edits = {current, new_name, script, gap, options.lang, *voices.inputs}
+    pick.input(open_project, inputs={pick, options.lang}, outputs=view, **private)
+    create.click(create_project, inputs={new_name, script, options.lang}, outputs=[*view, new_name], **private)
+    save.click(save_project, inputs=edits, outputs=[*view, new_name], **private)
+    upload.upload(load_script, inputs=[upload, options.lang], outputs=script, **private).then(
+        names_changed, inputs={script, options.lang, *voices.inputs}, outputs=voices.outputs, **private)
+    script.blur(names_changed, inputs={script, options.lang, *voices.inputs}, outputs=voices.outputs, **private)
+    rendering = render.click(save_project, inputs=edits, outputs=[*view, new_name], **private).success(
+        render_lines, inputs={current, *option_inputs(page)}, outputs=[revision, status],
+        concurrency_limit=page.settings.concurrency, concurrency_id="synthesis", **private)
+    stop.click(stop_render, cancels=[rendering], queue=False, **private)
+    export.click(export_files, inputs={current, parts, *options.inputs}, outputs=[files, status], **private)
+    tab.select(lambda: gr.update(choices=studio.projects()), outputs=pick, queue=False, **private)
+    return ScriptTab(studio, voices, current, revision, pick, new_name, script, gap, save, render, stop, status,
+                     parts, export, files, t, page.saved.enabled)

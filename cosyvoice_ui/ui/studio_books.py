@@ -1,0 +1,139 @@
+"""What the Audiobook tab does, without Gradio: read an uploaded book, start or resume its job under
+`projects_dir/books/<name>` (`studio.audiobook.BookJob`), and list the jobs a restart left unfinished.
+
+Each job folder keeps what a resume needs besides `BookJob`'s own state: a copy of the book (`source.<ext>`), the
+voice and its sample (`voice.flac`), the book format and the glossary (`ui-job.json`). The model work runs inside
+`ModelManager.job()` like every other job.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from ..audio import encode, read_audio
+from ..errors import InvalidRequest
+from ..files import write_atomic
+from ..serving.glossary import apply_glossary
+from ..serving.takes import RetryPolicy
+from ..studio.audiobook import BookJob, BookResult, BookSettings, state_summary
+from ..studio.book import BOOK_EXTENSIONS, Book, Chapter, read_book
+from ..studio.voice_map import VoiceChoice
+from ..types import ProgressEvent
+from .studio_handlers import StudioHandlers, VoiceRow, choice_of_row, folder_name, retry_policy
+
+JOB_FILE = "ui-job.json"
+SAMPLE_FILE = "voice.flac"
+
+
+@dataclass(frozen=True)
+class Unfinished:
+    folder: str
+    title: str
+    finished: int  # pieces done
+
+
+class BookHandlers:
+    """The audiobook jobs of one app, beside the script projects (`studio`: the Script tab's handlers)."""
+
+    def __init__(self, studio: StudioHandlers) -> None:
+        self.studio = studio
+        self.root = studio.root / "books"
+
+    def read(self, path: str | None) -> Book:
+        if not path:
+            raise InvalidRequest("bad_book", "upload a book first (EPUB, TXT or Markdown)", name="")
+        return read_book(Path(path))
+
+    def folder_of(self, book: Book, path: str) -> Path:
+        name = folder_name(book.title) or folder_name(Path(path).stem) or "book"
+        return self.root / name
+
+    def unfinished(self) -> list[Unfinished]:
+        """Jobs with a state file that never finished (a crash, Stop or a restart), newest first."""
+        found = []
+        if self.root.is_dir():
+            for folder in self.root.iterdir():
+                job = _read_job(folder)
+                summary = state_summary(folder)
+                if job is None or summary is None or job.get("done"):
+                    continue
+                found.append((folder.stat().st_mtime, Unfinished(folder.name, summary["title"] or folder.name,
+                                                                  int(summary["finished"]))))
+        return [item for _, item in sorted(found, key=lambda pair: pair[0], reverse=True)]
+
+    def start(self, path: str | None, row: VoiceRow, book_format: str = "m4b", glossary=None,
+              progress: Callable[[ProgressEvent], None] | None = None, cancel: threading.Event | None = None,
+              policy: RetryPolicy | None = None) -> BookResult:
+        """Read the uploaded book and run its job (a second start of the same book continues where it stopped)."""
+        book = self.read(path)
+        folder = self.folder_of(book, path)
+        folder.mkdir(parents=True, exist_ok=True)
+        source = folder / f"source{Path(path).suffix.lower()}"
+        if Path(path).resolve() != source.resolve():
+            shutil.copyfile(path, source)
+        choice, audio = choice_of_row(row, None)
+        if audio is not None:  # stored and read back, so a resume sees the very same samples
+            write_atomic(folder / SAMPLE_FILE, encode(audio.samples, audio.sample_rate, "flac"))
+            choice = replace(choice, value=SAMPLE_FILE)
+        glossary_id = glossary if isinstance(glossary, str) else ""
+        _write_job(folder, {"source": source.name, "voice": choice.to_dict(), "format": book_format,
+                            "glossary": glossary_id, "done": False})
+        return self._run(folder, progress, cancel, glossary, policy)
+
+    def resume(self, folder: str, glossary=None, progress: Callable[[ProgressEvent], None] | None = None,
+               cancel: threading.Event | None = None, policy: RetryPolicy | None = None) -> BookResult:
+        """Continue an unfinished job (after Stop, a crash or a restart): finished pieces are kept."""
+        path = self.root / Path(str(folder or "")).name
+        if not folder or _read_job(path) is None:
+            raise InvalidRequest("book_missing", "this unfinished audiobook's files are gone; upload the book again")
+        return self._run(path, progress, cancel, glossary, policy)
+
+    def _run(self, folder: Path, progress, cancel, glossary=None, policy: RetryPolicy | None = None) -> BookResult:
+        job_data = _read_job(folder) or {}
+        source = folder / str(job_data.get("source", ""))
+        if not source.is_file() or source.suffix.lower() not in BOOK_EXTENSIONS:
+            raise InvalidRequest("book_missing", "this unfinished audiobook's book file is gone; upload the book "
+                                 "again")
+        book = read_book(source)
+        chosen = self.studio.glossary_of(job_data.get("glossary") or glossary)
+        choice = VoiceChoice.from_dict(job_data.get("voice"))
+        sample = read_audio(folder / SAMPLE_FILE, what="sample recording") \
+            if choice.kind == "sample" and (folder / SAMPLE_FILE).is_file() else None
+        settings = BookSettings(book_format=str(job_data.get("format") or "m4b"))
+        with self.studio.busy(f"books/{folder.name}"):
+            with self.studio.model_job(progress, cancel) as engine:
+                read = with_glossary(book, chosen, engine.info)
+                job = BookJob(folder, read, choice, settings, sample_audio=sample)
+                result = job.run(engine, self.studio.resolver, policy or retry_policy(self.studio.settings), progress,
+                                 cancel)
+        _write_job(folder, {**job_data, "done": True})
+        return result
+
+
+def with_glossary(book: Book, glossary, info) -> Book:
+    """The book with the glossary applied to each chapter's text (titles are kept: they name the chapter marks)."""
+    if glossary is None:
+        return book
+    return replace(book, chapters=[Chapter(c.title, apply_glossary(c.text, glossary, info)) for c in book.chapters])
+
+
+def chapter_rows(book: Book) -> list[tuple[int, str, int]]:
+    """(number, title, characters) of each chapter, for the "chapters found" list."""
+    return [(number, chapter.title, len(chapter.text)) for number, chapter in enumerate(book.chapters, start=1)]
+
+
+def _read_job(folder: Path) -> dict | None:
+    try:
+        data = json.loads((Path(folder) / JOB_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _write_job(folder: Path, data: dict) -> None:
+    write_atomic(Path(folder) / JOB_FILE, json.dumps(data, ensure_ascii=False, indent=1).encode("utf-8"))

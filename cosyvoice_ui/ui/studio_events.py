@@ -1,0 +1,126 @@
+"""The glue between the studio tabs' events and `studio_handlers`: a long job run beside the event so its
+progress shows as it happens (a gr.Progress bar and a status line), errors in the user's language, and the
+glossary chosen in the output options.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Iterator
+
+from ..errors import CosyVoiceError
+from ..types import ProgressEvent
+from . import strings
+from .handlers import failure_text
+from .studio_handlers import stream_work
+
+log = logging.getLogger(__name__)
+
+_LINE = re.compile(r"line (\d+)/(\d+)")
+_RETRY = re.compile(r"retry (\d+)/(\d+)")
+_BOOK = re.compile(r"chapter (\d+)/(\d+) · piece (\d+)/(\d+) · (.*)$")
+
+
+def option_inputs(page) -> set:
+    """The output options an event reads: language, format, loudness, the glossary and the take-check switch."""
+    return set(page.options.inputs)
+
+
+def chosen_glossary(page, data: dict):
+    """The glossary picked in the output options (a saved id; None = none)."""
+    reader = getattr(page.options, "glossary_id", None)
+    if callable(reader):
+        return reader(data) or None
+    component = getattr(page.options, "glossary", None)
+    return data.get(component) if component is not None else None
+
+
+def chosen_policy(page, data: dict):
+    """The bad-take policy for this event: the settings', off where this browser switched checks off."""
+    policy = getattr(page.handlers, "policy", None)
+    return policy(page.options.output(data)) if callable(policy) else None
+
+
+def status_text(event: ProgressEvent, lang: str) -> str:
+    """A render's progress as the status line, e.g. "line 3/12 · Bob · segment 1/2: retry 1/2 (too long ...)";
+    in Chinese the counters are kept and the words translated."""
+    message = str(event.message or "").replace(": ", " · ", 1)
+    if event.stage == "book" and lang == "zh" and (found := _BOOK.search(message)):
+        chapter, chapters, piece, pieces, rest = found.groups()
+        retry = _RETRY.search(rest)
+        tail = strings.label("studio_status_retry", lang).format(attempt=retry[1], retries=retry[2]) if retry \
+            else eta_text(rest, lang)
+        return strings.label("book_status", lang).format(chapter=chapter, chapters=chapters, piece=piece,
+                                                         pieces=pieces, eta=tail)
+    if lang != "zh":
+        return message or strings.progress_text(event, lang)
+    parts = []
+    if found := _LINE.search(message):
+        parts.append(strings.label("studio_status_line", lang).format(position=found[1], total=found[2]))
+        speaker = message[found.end():].split(" · ")
+        if len(speaker) > 1 and speaker[1].strip():
+            parts.append(speaker[1].split(":")[0].strip())
+    if found := _RETRY.search(message):
+        parts.append(strings.label("studio_status_retry", lang).format(attempt=found[1], retries=found[2]))
+    return " · ".join(parts) if parts else strings.progress_text(event, lang)
+
+
+def eta_text(eta: str, lang: str) -> str:
+    """`audiobook.format_eta`'s text in the user's language."""
+    if lang != "zh":
+        return eta
+    if "<1" in eta:
+        return strings.label("book_eta_soon", lang)
+    if found := re.search(r"(\d+) h (\d+) min", eta):
+        return strings.label("book_eta_hours", lang).format(hours=int(found[1]), minutes=int(found[2]))
+    if found := re.search(r"(\d+) min", eta):
+        return strings.label("book_eta_minutes", lang).format(minutes=int(found[1]))
+    return strings.label("book_eta_unknown", lang)
+
+
+def error_text(exc: Exception, lang: str) -> str:
+    """What the user reads when a studio event fails: a translated message, never a traceback or a path."""
+    if isinstance(exc, CosyVoiceError):
+        return failure_text(exc, lang)
+    log.error("studio event failed", exc_info=exc)
+    return strings.label("studio_failed", lang)
+
+
+def raise_shown(exc: Exception, lang: str):
+    import gradio as gr
+
+    raise gr.Error(error_text(exc, lang)) from None
+
+
+def guarded(lang: str, work: Callable[[], object]) -> object:
+    """`work()`, with its InvalidRequest (or other failure) shown as a translated gr.Error."""
+    try:
+        return work()
+    except (CosyVoiceError, OSError, ValueError) as exc:
+        raise_shown(exc, lang)
+
+
+def live(page, request, progress, lang: str, work: Callable[[Callable, object], object]) \
+        -> Iterator[tuple[str, object]]:
+    """Run `work(report, cancel)` beside this event: yields ("status", text) for each progress event (the bar
+    follows too), then ("done", result). Stop (the page's stop flag for this browser) cancels it."""
+    cancel = page.handlers.cancel_flag(request)
+    last = None
+    try:
+        for item in stream_work(lambda report: work(report, cancel), cancel):
+            if isinstance(item, tuple):
+                yield item
+                return
+            if progress is not None:
+                try:
+                    progress(max(0.0, min(1.0, float(item.fraction))), desc=strings.progress_text(item, lang))
+                except Exception:  # cosmetic
+                    log.debug("progress update failed", exc_info=True)
+            text = status_text(item, lang)
+            if text and text != last:
+                last = text
+                yield "status", text
+    except (CosyVoiceError, OSError, ValueError) as exc:
+        raise_shown(exc, lang)
+
