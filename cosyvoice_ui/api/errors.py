@@ -14,6 +14,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from .service import ModelNotFound, ModelUnavailable, PayloadTooLarge, QueueFull, VoiceNotFound
+from .studio_service import GlossaryNotFound
 from ..errors import Cancelled, CosyVoiceError, InvalidRequest
 from ..serving.manager import ShuttingDown
 from ..serving.remote import RemoteBusy, RemoteError
@@ -30,12 +31,18 @@ STATUS_BY_ERROR: dict[type[BaseException], int] = {
     VoiceNotFound: 404,
     VoiceStoreUnwritable: 409,  # the voices folder is read-only or full: nothing was changed
     ModelNotFound: 404,
+    GlossaryNotFound: 404,
     InvalidRequest: 422,  # the request is well-formed but this model cannot serve it as given
     QueueFull: 503,
     ModelUnavailable: 503,
     ShuttingDown: 503,  # with Retry-After: the restarted server answers
     Cancelled: 503,
     CosyVoiceError: 503,  # the client asked for nothing wrong: the model could not serve it
+}
+
+# Errors the back ends raise as a plain `InvalidRequest` whose code says more than "422".
+STATUS_BY_CODE: dict[str, int] = {
+    "glossary_store_unwritable": 409,  # the glossary folder is read-only or full: nothing was changed
 }
 
 ERROR_TYPES = {401: "authentication_error", 403: "permission_error", 404: "not_found_error",
@@ -60,6 +67,8 @@ class ApiError(Exception):
 
 def status_of(exc: BaseException) -> int:
     """The status a domain error is answered with."""
+    if isinstance(exc, InvalidRequest) and type(exc) is InvalidRequest and exc.code in STATUS_BY_CODE:
+        return STATUS_BY_CODE[exc.code]
     for cls in type(exc).__mro__:
         if cls in STATUS_BY_ERROR:
             return STATUS_BY_ERROR[cls]

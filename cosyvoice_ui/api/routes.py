@@ -11,15 +11,16 @@
     GET    /v1/models         the model and what it can do (modes, speakers, sample rate)
     GET    /health            model state, device, memory, queue (no key needed)
     GET    /docs              the interactive schema, its assets served from here (works offline)
+    ...    /v1/glossaries, /v1/transcribe, /v1/audio/transcriptions, /v1/asr/models: `routes_studio.py`
 
 Errors are `{"error": {"code", "message", "type", "param"}}` (OpenAI's shape, so OpenAI clients raise
 their usual exceptions): 4xx for the client's faults (422 for a request the model
 cannot serve as given), 503 when the model cannot be loaded, 502 when a remote engine fails
 (the table is in `errors.py`). Audio responses carry `X-Seed` (re-send it to reproduce),
-`X-Cache: hit|miss` and `X-Sample-Rate`.
+`X-Cache: hit|miss`, `X-Sample-Rate` and `X-Take-Retries` (bad takes re-rendered: every synthesis is checked).
 
-Routes come in groups (`APIRouter`s: speech, voices, service; /health is open), each guarded by
-authentication and the rate limit, and reach the service through a dependency (`app.state.api`).
+Routes come in groups (`APIRouter`s: speech, voices, glossaries, transcription, service; /health is open),
+each guarded by authentication and the rate limit, and reach the service through a dependency (`app.state.api`).
 """
 
 from __future__ import annotations
@@ -27,18 +28,20 @@ from __future__ import annotations
 import base64
 import logging
 import sys
-from typing import Annotated
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
+from .deps import ERRORS, PROTECTED, SYNTHESIS_ERRORS, Service
 from .errors import ApiError, add_error_handlers, route_error, validation_error
 from .schemas import (InstructionRecord, ModelList, ModelRecord, SpeechBody, SpeechVoiceList, TTSBody,
                       TTSResult, VoiceBody, VoiceList, VoiceRecord)
 from .schemas import audio_response, error_responses
+from .routes_studio import STUDIO_ROUTERS, STUDIO_JSON_ROUTES
 from .security import Guard, UploadLimit
 from .service import ApiService, Finished, Prepared
+from .studio_service import glossary_label, subtitle_text, take_records
 from .stream import STREAM_FORMATS, audio_body, guarded, sse_body
 from ..audio import MEDIA_TYPES, encode
 from ..errors import InvalidRequest
@@ -49,15 +52,11 @@ from ..types import Mode
 
 log = logging.getLogger(__name__)
 
-# Every status a route can answer is declared (the schema fuzz test holds the app to it). The guard and the
-# upload cap answer 401/403/429/413 on every protected route; each route adds its own.
-ERRORS = error_responses(401, 403, 413, 429)
-SYNTHESIS_ERRORS = error_responses(400, 404, 415, 422, 502, 503)  # bad body, unknown voice/model, engine
 VOICE_ID_ERRORS = error_responses(404, 409, 422)  # unknown or invalid id, read-only store
 
 
 DOCS_ASSETS = "/docs-assets"
-JSON_ONLY_ROUTES = ("/tts", "/v1/audio/speech")
+JSON_ONLY_ROUTES = ("/tts", "/v1/audio/speech", *STUDIO_JSON_ROUTES)
 FORM_TYPE = b"application/x-www-form-urlencoded"
 
 
@@ -108,21 +107,6 @@ def add_docs(app, title: str = "CosyVoice Studio API") -> bool:
     return True
 
 
-def api_service(request: Request) -> ApiService:
-    """The service behind every route (put there by `add_routes`)."""
-    return request.app.state.api
-
-
-def client_id(request: Request) -> str:
-    """Authentication, then the rate limit: the first thing every protected route runs (before its body
-    is even parsed, so unauthenticated callers learn nothing). Returns the client id."""
-    guard: Guard = request.app.state.api_guard
-    return guard(request.headers, request.client.host if request.client else None)
-
-
-Service = Annotated[ApiService, Depends(api_service)]
-PROTECTED = [Depends(client_id)]
-
 speech_routes = APIRouter(tags=["speech"], dependencies=PROTECTED, responses=ERRORS)
 voice_routes = APIRouter(tags=["voices"], dependencies=PROTECTED, responses=ERRORS)
 service_routes = APIRouter(tags=["service"], dependencies=PROTECTED, responses=ERRORS)
@@ -137,8 +121,8 @@ def add_routes(app, manager: ModelManager, settings: Settings, service: ApiServi
     app.add_middleware(UploadLimit, max_bytes=int(settings.max_upload_mb * 2**20))
     app.add_middleware(FormBodyAsJson)
     add_error_handlers(app)
-    for router in (speech_routes, voice_routes, service_routes, probe_routes):
-        app.include_router(router)
+    for router in (speech_routes, voice_routes, *STUDIO_ROUTERS, service_routes, probe_routes):
+        app.include_router(router)  # service_routes' catch-all of unknown /v1 paths comes after every route
     widen_thread_pool(app, settings.queue_size + settings.concurrency + THREAD_HEADROOM)
     return service
 
@@ -175,8 +159,9 @@ def widen_thread_pool(app, tokens: int) -> None:
 # --- speech ------------------------------------------------------------------------------------------------
 
 
-def audio_headers(seed: int, cached: bool, rate: int) -> dict[str, str]:
-    return {"X-Seed": str(seed), "X-Cache": "hit" if cached else "miss", "X-Sample-Rate": str(rate)}
+def audio_headers(seed: int, cached: bool, rate: int, retries: int = 0) -> dict[str, str]:
+    return {"X-Seed": str(seed), "X-Cache": "hit" if cached else "miss", "X-Sample-Rate": str(rate),
+            "X-Take-Retries": str(retries)}
 
 
 def stream_response(service: ApiService, job: Prepared, sse: bool = False) -> StreamingResponse:
@@ -205,9 +190,13 @@ def stream_response(service: ApiService, job: Prepared, sse: bool = False) -> St
 
 
 @speech_routes.post("/tts", response_model=TTSResult, responses={**SYNTHESIS_ERRORS, 200: audio_response(
-                        tuple(MEDIA_TYPES[f] for f in STREAM_FORMATS), "JSON with base64 audio, or with `stream: "
-                        "true` a chunked audio body")},
-             summary="Synthesise speech (JSON in, base64 audio out; or a chunked audio stream)")
+                        tuple(MEDIA_TYPES[f] for f in STREAM_FORMATS), "JSON with base64 audio (and subtitles, "
+                        "take reports), or with `stream: true` a chunked audio body")},
+             summary="Synthesise speech (JSON in, base64 audio out; or a chunked audio stream)",
+             description="Every take is checked (too long or short for its text, repeated speech) and a bad "
+             "segment re-rendered (`take_retries`, `check_takes`; the result's `takes`, header X-Take-Retries). "
+             "`glossary` rewrites words first. `subtitles: srt | vtt` returns subtitles timed on the returned "
+             "audio, one cue per text segment; only here (not on /v1/audio/speech) and not with `stream`.")
 def tts(body: TTSBody, service: Service):
     job = service.tts_request(body)
     if body.stream:
@@ -217,21 +206,27 @@ def tts(body: TTSBody, service: Service):
     payload = TTSResult(audio=base64.b64encode(data).decode(), sample_rate=result.sample_rate,
                         duration_s=round(len(result.samples) / result.sample_rate, 3), format=job.fmt,
                         seed=result.seed, voice=None if job.request.prompt_audio is not None
-                        else job.request.speaker)
-    return JSONResponse(payload.model_dump(), headers=audio_headers(result.seed, result.cached, result.sample_rate))
+                        else job.request.speaker, subtitles=subtitle_text(result.notes, job.subtitles),
+                        subtitle_format=job.subtitles, takes=take_records(result.notes.takes),
+                        take_retries=result.notes.retries, glossary=glossary_label(job.glossary))
+    return JSONResponse(payload.model_dump(), headers=audio_headers(result.seed, result.cached, result.sample_rate,
+                                                                    result.notes.retries))
 
 
 @speech_routes.post("/v1/audio/speech", response_class=Response, responses={**SYNTHESIS_ERRORS, 200: audio_response(
                         (*dict.fromkeys(MEDIA_TYPES.values()), "text/event-stream"), "the audio file, a chunked "
                         "audio body (`stream_format: audio`) or server-sent events (`stream_format: sse`)")},
-             summary="OpenAI-compatible speech endpoint (audio bytes out)")
+             summary="OpenAI-compatible speech endpoint (audio bytes out)",
+             description="Extensions: `seed`, `normalize`, `glossary` (a saved id or inline {word: pronunciation}). "
+             "Takes are checked and bad segments re-rendered with the server's settings (X-Take-Retries). "
+             "Subtitles are not offered here: use POST /tts with `subtitles`.")
 def speech(body: SpeechBody, service: Service):
     job, streaming = service.speech_request(body)
     if streaming is not None:
         return stream_response(service, job, sse=streaming == "sse")
     result: Finished = service.run(job)
     return Response(encode(result.samples, result.sample_rate, job.fmt), media_type=MEDIA_TYPES[job.fmt],
-                    headers=audio_headers(result.seed, result.cached, result.sample_rate))
+                    headers=audio_headers(result.seed, result.cached, result.sample_rate, result.notes.retries))
 
 
 @speech_routes.get("/v1/audio/voices", response_model=SpeechVoiceList, responses=error_responses(503),
@@ -382,7 +377,8 @@ ANY_METHOD = ["GET", "POST", "PUT", "PATCH", "DELETE"]
 @service_routes.api_route("/tts", methods=["GET", "PUT", "PATCH", "DELETE"], include_in_schema=False)
 def unknown_route(request: Request):
     path = request.scope["path"]
-    allowed = sorted({method for router in (speech_routes, voice_routes, service_routes) for route in router.routes
+    allowed = sorted({method for router in (speech_routes, voice_routes, *STUDIO_ROUTERS, service_routes)
+                      for route in router.routes
                       if getattr(route, "endpoint", None) is not unknown_route and route.path_regex.match(path)
                       for method in route.methods} - {"HEAD"})
     raise route_error(405 if allowed else 404, request.method, ", ".join(allowed))

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 MAX_SEED = 2**31 - 1
+# A glossary a request names: a saved id or an inline {word: pronunciation} object (or a list of entries).
+GlossaryValue = str | dict[str, Any] | list[Any] | None
 
 
 class TTSBody(BaseModel):
@@ -38,6 +40,27 @@ class TTSBody(BaseModel):
     text_frontend: bool = Field(True, description="normalise and split the text first")
     voice_match: Literal["quick", "refine"] = Field(
         "quick", description="offline default voice only: quick (seconds) or refine (about a minute) prompt matching")
+    subtitles: str | None = Field(None, description="srt | vtt: also return subtitles of the result, one cue per "
+                                  "text segment, timed on the returned audio (not with `stream`)")
+    glossary: GlossaryValue = Field(None, description="pronunciations applied to `text` first: a saved glossary "
+                                    "id (GET /v1/glossaries) or an inline {\"word\": \"pronunciation\"} object")
+    take_retries: int | None = Field(None, ge=0, le=5, description="re-renders of a bad take (too long or short "
+                                     "for its text, repeated speech) per segment; omitted: the server's setting")
+    check_takes: bool | None = Field(None, description="false: neither check nor retry takes; omitted: the "
+                                     "server's setting")
+
+
+class TakeRecord(BaseModel):
+    """How one text segment's take was judged (see `take_retries`)."""
+
+    segment: int
+    text: str
+    attempts: int = Field(description="takes rendered for it: 1 + its retries")
+    ok: bool = Field(description="false: even the kept (least bad) take failed the check")
+    reasons: list[str] = Field(description="why the kept take is suspect: too_long, too_short, repeat, asr_mismatch")
+    seconds: float
+    seed: int = Field(description="the seed of the kept take")
+    detail: str = ""
 
 
 class TTSResult(BaseModel):
@@ -47,10 +70,17 @@ class TTSResult(BaseModel):
     format: str
     seed: int
     voice: str | None = Field(None, description="the voice that spoke (a preset, saved voice id or builtin)")
+    subtitles: str | None = Field(None, description="the SRT or WebVTT text when `subtitles` was asked for")
+    subtitle_format: str | None = Field(None, description="srt | vtt (null without subtitles)")
+    takes: list[TakeRecord] = Field(default_factory=list, description="one record per text segment (empty when "
+                                    "take checks are off)")
+    take_retries: int = Field(0, description="takes re-rendered in all (also in the X-Take-Retries header)")
+    glossary: str | None = Field(None, description="the glossary applied: its id, \"inline\", or null")
 
 
 class SpeechBody(BaseModel):
-    """`POST /v1/audio/speech`, OpenAI's shape; `seed` and `normalize` are extensions."""
+    """`POST /v1/audio/speech`, OpenAI's shape; `seed`, `normalize` and `glossary` are extensions (subtitles
+    are a `POST /tts` feature: this body has no `subtitles`)."""
 
     model_config = ConfigDict(extra="ignore", json_schema_extra={"examples": [
         {"model": "tts-1", "input": "Hello there!", "voice": "alloy"},
@@ -71,6 +101,8 @@ class SpeechBody(BaseModel):
     instructions: str = Field("", description="speaking style (needs an instruct model and a preset voice)")
     seed: int | None = Field(None, ge=0, le=MAX_SEED)
     normalize: bool = True
+    glossary: GlossaryValue = Field(None, description="extension: a saved glossary id or an inline "
+                                    "{\"word\": \"pronunciation\"} object, applied to `input` first")
 
 
 class VoiceBody(BaseModel):
@@ -197,6 +229,8 @@ AUDIO_HEADERS = {
     "X-Cache": {"description": "hit: served from the recent-results cache", "required": True,
                 "schema": {"type": "string", "enum": ["hit", "miss"]}},
     "X-Sample-Rate": {"description": "sample rate of the audio in Hz", "required": True, **_DIGITS},
+    "X-Take-Retries": {"description": "bad takes re-rendered for this result (0 when streamed: checked, not "
+                       "retried)", "required": True, **_DIGITS},
 }
 
 

@@ -22,10 +22,14 @@ import numpy as np
 from .. import audio as audio_utils
 from .content_policy import check_blocked, load_blocked_words
 from .stream import STREAM_FORMATS, LiveJob
+from .studio_service import (NotesCache, RunNotes, StudioService, glossary_tag, policy_tag, render_whole,
+                             request_policy, subtitle_choice, synthesize)
 from ..serving.default_voice import DEFAULT_NAME, VoiceRef, VoiceResolver
 from ..errors import CosyVoiceError, InvalidRequest
+from ..serving.glossary import Glossary, GlossaryStore, resolve_glossary, with_glossary
 from ..serving.manager import ModelManager
 from ..serving.result_cache import CachedResult, ResultCache, request_key
+from ..serving.takes import RetryPolicy
 from ..settings import Settings
 from ..types import Audio, CheckedRequest, EngineInfo, Mode, SynthesisRequest
 from ..validation import check_request, infer_mode, mode_hint
@@ -94,6 +98,10 @@ class Prepared:
     normalize: bool
     seed_given: bool
     ref: VoiceRef | None = None  # the saved or built-in voice to register first (None: preset or recording)
+    glossary: Glossary | None = None  # applied to `request.text` already (named here for the cache and result)
+    policy: RetryPolicy | None = None  # bad-take checks (None: off)
+    subtitles: str | None = None  # "srt" | "vtt": the result carries subtitles
+    original_text: str = ""  # the text before the glossary (what subtitles show)
 
 
 @dataclass(frozen=True)
@@ -104,6 +112,7 @@ class Finished:
     sample_rate: int
     seed: int
     cached: bool
+    notes: RunNotes = RunNotes()  # subtitle cues and take reports
 
 
 def instruct_takes_voice(info: EngineInfo | None) -> bool:
@@ -129,6 +138,9 @@ class ApiService:
         self.cache = cache if cache is not None else ResultCache(settings.cache_entries)
         self.blocked = load_blocked_words(settings.blocked_words_file)
         self.max_upload_bytes = int(settings.max_upload_mb * 2**20)
+        self.glossaries = GlossaryStore(settings.glossary_dir)
+        self.notes = NotesCache(settings.cache_entries)
+        self.studio = StudioService(manager, settings, self.glossaries, self.decode_audio)
 
     # --- building requests ----------------------------------------------------------------------------
 
@@ -189,7 +201,11 @@ class ApiService:
         if ref is not None and ref.kind == "saved":
             voice = self.library.require(ref.id)
         fmt = self.output_format(body.format, streamed=body.stream)
-        return self._finish(request, voice, fmt, body.normalize, info, ref)
+        subtitles = subtitle_choice(body.subtitles, body.stream)
+        policy = request_policy(self.settings, body.take_retries, body.check_takes)
+        job = self._finish(request, voice, fmt, body.normalize, info, ref,
+                           resolve_glossary(self.glossaries, body.glossary))
+        return replace(job, policy=policy, subtitles=subtitles)
 
     def speech_request(self, body) -> tuple[Prepared, str | None]:
         """`POST /v1/audio/speech` body → (checked request, how to stream: None | "audio" | "sse")."""
@@ -229,7 +245,9 @@ class ApiService:
         request = SynthesisRequest(mode=mode, text=body.input, instruct_text=instructions, speaker=ref.id,
                                    speed=body.speed, seed=body.seed, stream=stream is not None)
         fmt = self.output_format(fmt, streamed=stream is not None)
-        return self._finish(request, voice, fmt, body.normalize, info, None if ref.is_preset else ref), stream
+        job = self._finish(request, voice, fmt, body.normalize, info, None if ref.is_preset else ref,
+                           resolve_glossary(self.glossaries, body.glossary))
+        return replace(job, policy=request_policy(self.settings)), stream
 
     # --- voices and models by name ------------------------------------------------------------------
 
@@ -303,8 +321,11 @@ class ApiService:
         return fmt
 
     def _finish(self, request: SynthesisRequest, voice: SavedVoice | None, fmt: str, normalize: bool,
-                info: EngineInfo | None, ref: VoiceRef | None = None) -> Prepared:
-        check_blocked((request.text, request.instruct_text), self.blocked)
+                info: EngineInfo | None, ref: VoiceRef | None = None, glossary: Glossary | None = None) -> Prepared:
+        spoken_before = request.text
+        spoken = with_glossary(request, glossary, info)  # before the check: the rewritten text is what runs
+        check_blocked((request.text, spoken.text, request.instruct_text), self.blocked)
+        request = spoken
         preset_mode = request.mode is Mode.SFT or (request.mode is Mode.INSTRUCT and not instruct_takes_voice(info))
         if preset_mode and not request.speaker and info is not None and info.speakers:
             raise InvalidRequest("speaker_missing", f"{request.mode.value} needs a preset speaker: set `speaker` to "
@@ -321,7 +342,7 @@ class ApiService:
                 and not (checked.prompt_text.strip() or voice.transcript):
             raise InvalidRequest("transcript_missing", f"saved voice {voice.id!r} has no transcript; use "
                                  "cross_lingual mode, or pass prompt_text")
-        return Prepared(checked, voice, fmt, normalize, seed_given, ref)
+        return Prepared(checked, voice, fmt, normalize, seed_given, ref, glossary, original_text=spoken_before)
 
     # --- running --------------------------------------------------------------------------------------
 
@@ -329,7 +350,8 @@ class ApiService:
         if not job.seed_given:
             return None
         tag = f"{job.voice.id}@{job.voice.created}" if job.voice else (job.ref.id if job.ref else "")
-        return request_key(self._model_tag(), job.request, tag, normalize=job.normalize)
+        return request_key(self._model_tag(), job.request, tag, normalize=job.normalize,
+                           takes=policy_tag(job.policy), glossary=glossary_tag(job.glossary))
 
     def cached(self, job: Prepared) -> CachedResult | None:
         return self.cache.get(self.cache_key(job))
@@ -337,19 +359,21 @@ class ApiService:
     def run(self, job: Prepared) -> Finished:
         """The whole result (from the cache when the same seeded request ran recently)."""
         key = self.cache_key(job)
-        hit = self.cache.get(key)
+        notes = self.notes.get(key)
+        hit = self.cache.get(key) if notes is not None else None  # a hit needs its cues and takes too
         if hit is not None:
-            return Finished(hit.samples, hit.sample_rate, hit.seed, True)
+            return Finished(hit.samples, hit.sample_rate, hit.seed, True, notes)
         self._check_queue()
         with self.manager.job() as engine:
             checked = self._engine_check(engine, job)
             rate = engine.info.sample_rate
-            pieces = [chunk.samples for chunk in engine.synthesize(checked)]
+            pieces, notes = render_whole(engine, checked, job.policy, job.glossary, job.original_text)
         samples = audio_utils.join_chunks(pieces)
         if job.normalize:
             samples = audio_utils.normalize_loudness(samples, rate)
         self.cache.put(key, samples, rate, job.request.seed)
-        return Finished(samples, rate, int(job.request.seed), False)
+        self.notes.put(key, notes)
+        return Finished(samples, rate, int(job.request.seed), False, notes)
 
     def start(self, job: Prepared) -> LiveJob:
         """Queue the job and wait for its first chunk; the returned job holds the slot while it streams.
@@ -363,7 +387,7 @@ class ApiService:
         try:
             engine = stack.enter_context(self.manager.job(cancel=cancel))
             checked = self._engine_check(engine, job)
-            chunks = engine.synthesize(checked, cancel=cancel)
+            chunks = synthesize(engine, checked, job.policy, cancel=cancel)  # checked, never retried
             first = next(chunks, None)
             return LiveJob(engine.info.sample_rate, first, chunks, stack, cancel)
         except BaseException:

@@ -65,6 +65,12 @@ class SegmentReport:
                 "streamed": self.streamed, "check": self.check.as_dict()}
 
 
+def policy_from_settings(settings) -> RetryPolicy:
+    """The process's policy: `Settings.check_takes` (off: no checks, no retries) and `Settings.take_retries`."""
+    return RetryPolicy(enabled=bool(getattr(settings, "check_takes", True)),
+                       retries=max(0, int(getattr(settings, "take_retries", 2))))
+
+
 def retry_seed(seed: int, segment: int, attempt: int) -> int:
     """A new seed for `attempt` (1, 2, ...) of `segment`, reproducible from the request's seed."""
     return (int(seed) * 1_000_003 + (segment + 1) * 7_919 + attempt * 104_729) % (2 ** 31)

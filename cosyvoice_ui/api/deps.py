@@ -1,0 +1,37 @@
+"""What every group of routes shares: the service dependency, the guard every protected route runs first, and
+the error statuses the guard and the upload cap add to each route's schema.
+
+A module of its own so the route modules (`routes.py`, `routes_studio.py`) share it without importing each
+other.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from .schemas import error_responses
+from .security import Guard
+from .service import ApiService
+
+# Every status a route can answer is declared (the schema fuzz test holds the app to it). The guard and the
+# upload cap answer 401/403/429/413 on every protected route; each route adds its own.
+ERRORS = error_responses(401, 403, 413, 429)
+SYNTHESIS_ERRORS = error_responses(400, 404, 415, 422, 502, 503)  # bad body, unknown voice/model, engine
+
+
+def api_service(request: Request) -> ApiService:
+    """The service behind every route (put there by `add_routes`)."""
+    return request.app.state.api
+
+
+def client_id(request: Request) -> str:
+    """Authentication, then the rate limit: the first thing every protected route runs (before its body
+    is even parsed, so unauthenticated callers learn nothing). Returns the client id."""
+    guard: Guard = request.app.state.api_guard
+    return guard(request.headers, request.client.host if request.client else None)
+
+
+Service = Annotated[ApiService, Depends(api_service)]
+PROTECTED = [Depends(client_id)]
