@@ -51,7 +51,8 @@ def api_engine(**options) -> FakeEngine:
 
 def fake_client(tmp_path: Path, engine: Engine | None = None, **settings) -> tuple[TestClient, ModelManager, Engine]:
     engine = engine or api_engine()
-    options = {"voices_dir": tmp_path / "voices", "idle_unload_s": 0, **settings}
+    options = {"voices_dir": tmp_path / "voices", "glossary_dir": tmp_path / "glossaries",
+               "projects_dir": tmp_path / "projects", "idle_unload_s": 0, **settings}
     config = Settings(**options)
     manager = ModelManager("fake", loader=lambda mid, options, progress: engine, idle_unload_s=0,
                            describe_model=lambda mid: engine.info)

@@ -72,7 +72,8 @@ def test_models_say_what_each_family_can_do(tmp_path: Path) -> None:
 
 
 def test_instructions_with_a_saved_voice_run_in_instruct_mode_where_instruct_takes_a_voice(tmp_path: Path) -> None:
-    client, _, engine = fake_client(tmp_path, voice_instruct())
+    # The fake's fixed-length audio is too short for these texts: no take checks, so each request runs once.
+    client, _, engine = fake_client(tmp_path, voice_instruct(), check_takes=False)
     voice = save_voice(client)
     speech = client.post("/v1/audio/speech", json={"input": "今天天气很好。", "voice": voice,
                                                    "instructions": "用四川话说这句话", "response_format": "wav"})

@@ -101,11 +101,13 @@ def create_app(settings: Settings, manager: ModelManager | None = None, share: S
     max_age_s = settings.temp_max_age_min * 60
     if max_age_s > 0:  # Gradio's uploads and copies of results (ours in output_dir: results_max_age_min)
         demo.delete_cache = (int(sweep_period(max_age_s)), int(max_age_s))
-    # Gradio serves its own cache and allowed_paths; the saved voices and models are never files to hand out
+    # Gradio serves its own cache and allowed_paths (results, and the studio's takes, samples and exports); the saved
+    # voices and models are never files to hand out
     blocked = [str(Path(folder).resolve()) for folder in (settings.voices_dir, settings.models_dir) if folder]
     hint = "Sign in with the login printed in the server's console at start." if access.generated_login else None
+    served = [str(output_dir.resolve()), str(Path(settings.projects_dir).resolve())]
     app = gr.mount_gradio_app(app, demo, path="/", auth=auth, auth_message=hint, i18n=i18n(),
-                              allowed_paths=[str(output_dir.resolve())], blocked_paths=blocked,
+                              allowed_paths=served, blocked_paths=blocked,
                               max_file_size=f"{int(settings.max_upload_mb)}mb", footer_links=["api", "settings"],
                               mcp_server=settings.mcp)
     # Only launch() sets this; while it is False, Gradio skips its check that a file an event receives was

@@ -73,7 +73,8 @@ def app(tiny_sft: Path, tmp_path_factory: pytest.TempPathFactory):
     work = tmp_path_factory.mktemp("fuzz")
     # Loopback and no key: the routes themselves are fuzzed, not only the guard. No rate limit (the fuzzer
     # is one client sending hundreds of requests), and a short text limit keeps each synthesis quick.
-    config = Settings(model_dir=tiny_sft, voices_dir=work / "voices", device="cpu", idle_unload_s=0,
+    config = Settings(model_dir=tiny_sft, voices_dir=work / "voices", glossary_dir=work / "glossaries",
+                      projects_dir=work / "projects", device="cpu", idle_unload_s=0,
                       rate_limit_per_min=0, max_text_chars=200, temp_max_age_min=0,
                       extra={"output_dir": str(work / "outputs")})
     manager = create_manager(config)
