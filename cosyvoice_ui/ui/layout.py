@@ -47,7 +47,7 @@ def build_ui(manager: ModelManager, settings: Settings, output_dir: Path | None 
         notices = build_notices(manager, settings, t, share)
         panel = build_model_panel(manager, settings, t, page=demo)
         notices.wire(panel)
-        page = Page(manager, settings, handlers, t, ensure_ffmpeg(), build_options(manager, t),
+        page = Page(manager, settings, handlers, t, ensure_ffmpeg(), build_options(manager, t, settings),
                     SavedVoices(voices, t))
         with gr.Tabs():
             clone = build_clone(page)

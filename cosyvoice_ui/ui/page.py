@@ -23,6 +23,11 @@ class Page:
     options: Options
     saved: SavedVoices
 
+    def __post_init__(self) -> None:
+        # The glossary dropdown lists the handlers' store (the app's --glossary-dir), however the options were built.
+        if self.options.glossary_store is not self.handlers.glossaries:
+            object.__setattr__(self.options, "glossary_store", self.handlers.glossaries)
+
     def default_preset(self, info: EngineInfo | None) -> str | None:
         """The preset the preset tab starts on: the default voice when it is a preset."""
         ref = self.handlers.resolver.default(info)

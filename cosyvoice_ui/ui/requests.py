@@ -11,7 +11,8 @@ from ..types import Audio, Mode, SynthesisRequest
 
 # Which tab field an InvalidRequest code points at (for per-widget validation messages).
 FIELD_OF_CODE = {
-    "transcript_missing": "prompt_text",
+    "transcript_missing": "prompt_text", "transcript_mismatch": "prompt_text",
+    "glossary_unknown": "text",  # the chosen glossary was deleted meanwhile: it changes the text
     "text_empty": "text", "text_too_long": "text", "text_unspeakable": "text", "text_invalid": "text",
     "instruct_missing": "instruct_text",
     "speaker_unknown": "speaker", "no_speakers": "speaker", "voice_unknown": "speaker",

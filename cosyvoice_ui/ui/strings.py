@@ -323,8 +323,11 @@ MESSAGES_ZH: dict[str, str] = {
     "voice_store_unwritable": "无法写入已保存声音的文件夹：请检查 voices 文件夹，或用另一个 --voices-dir 启动。",
 }
 MESSAGES_ZH.update(strings_studio.MESSAGES_ZH)
+MESSAGES_ZH.update(strings_text.MESSAGES_ZH)
 
 WHAT_ZH = {"prompt audio": "声音样本", "source audio": "待转换语音"}
+take_reasons = strings_text.take_reasons  # a take check's reasons in words ("too long for its text", ...)
+reason_codes = strings_text.reason_codes  # the bad-take guard's English reasons → their codes
 
 
 def instruction_label(instruction, lang: str) -> str:
@@ -346,6 +349,7 @@ def message(error: InvalidRequest, lang: str) -> str:
         return error.message[:1].upper() + error.message[1:]
     params = dict(error.params)
     params["what_zh"] = WHAT_ZH.get(str(params.get("what", "prompt audio")), "音频")
+    params["where_zh"] = strings_text.where_zh(error.message)
     try:
         return MESSAGES_ZH[error.code].format(**params)
     except (KeyError, ValueError, IndexError):
@@ -375,6 +379,8 @@ def progress_text(event, lang: str) -> str:
         return f"{stage}: {detail}" if detail else stage
     if event.stage == "queue" and (number := re.search(r"\d+", detail)):
         return label("stage_queue_position", lang).format(n=number.group())
+    if (take := strings_text.take_progress_zh(detail)) is not None:
+        return f"{stage} · {take}"
     counter = re.search(r"(\d+)\s*/\s*(\d+)", detail)
     return f"{stage} {counter.group(1)}/{counter.group(2)}" if counter else stage
 

@@ -106,10 +106,19 @@ def _shots_dir(tmp_path: Path) -> Path:
     return tmp_path
 
 
+def open_app(page, url: str) -> None:
+    """Open the app and wait until it is drawn and its load events have run. Not "networkidle": the studio tabs'
+    session state keeps Gradio's heartbeat stream open, so the network never goes idle."""
+    page.goto(url, wait_until="load", timeout=60_000)
+    page.get_by_role("tab").first.wait_for(timeout=60_000)
+    page.locator("textarea").first.wait_for(timeout=60_000)
+    page.wait_for_timeout(800)  # demo.load's adapt event re-fits the widgets to the model
+
+
 def test_clone_end_to_end_and_screenshots(app_url: str, browser, prompt_wav: Path, tmp_path: Path) -> None:
     context = browser.new_context(locale="en-US", viewport={"width": 1280, "height": 1000})
     page = context.new_page()
-    page.goto(app_url, wait_until="networkidle")
+    open_app(page, app_url)
     shots = _shots_dir(tmp_path)
     page.locator("input[type=file]").first.set_input_files(str(prompt_wav))
     page.get_by_label("Transcript of the voice sample").fill("希望你以后能够做的比我还好呦。")
@@ -144,7 +153,7 @@ def test_clone_end_to_end_and_screenshots(app_url: str, browser, prompt_wav: Pat
 def test_chinese_labels_and_validation_error(app_url: str, browser) -> None:
     context = browser.new_context(locale="zh-CN", viewport={"width": 1280, "height": 900})
     page = context.new_page()
-    page.goto(app_url, wait_until="networkidle")
+    open_app(page, app_url)
     assert page.get_by_role("tab", name="3秒极速复刻").count() == 1
     page.get_by_text("（种子 1）", exact=False).first.wait_for(timeout=10_000)  # the example labels, too
     page.get_by_role("button", name="生成音频").first.click()
@@ -157,7 +166,7 @@ def test_chinese_labels_and_validation_error(app_url: str, browser) -> None:
 def test_english_validation_error_names_the_problem(app_url: str, browser) -> None:
     context = browser.new_context(locale="en-US")
     page = context.new_page()
-    page.goto(app_url, wait_until="networkidle")
+    open_app(page, app_url)
     page.get_by_label("Text to speak").first.fill("Some text")
     page.get_by_role("button", name="Generate").first.click()
     page.get_by_text("no prompt audio was given", exact=False).first.wait_for(timeout=30_000)
@@ -194,7 +203,7 @@ def test_example_voice_button_generates_in_one_click(app_url: str, browser) -> N
         pytest.skip("no offline default voice installed to record the example with")
     context = browser.new_context(locale="en-US")
     page = context.new_page()
-    page.goto(app_url, wait_until="networkidle")
+    open_app(page, app_url)
     page.get_by_role("button", name="Try an example voice").click()
     link = page.locator(".result-file a[download]").first
     link.wait_for(timeout=180_000)
@@ -220,7 +229,7 @@ def test_phone_first_screen_is_short_and_localised(offline_url: str, browser, lo
     context = browser.new_context(locale=locale, viewport=PHONE, is_mobile=True, has_touch=True,
                                   device_scale_factor=2)
     page = context.new_page()
-    page.goto(offline_url, wait_until="networkidle")
+    open_app(page, offline_url)
     tag = "zh" if zh else "en"
     page.screenshot(path=str(_shots_dir(tmp_path) / f"phone_{tag}.png"))
 
@@ -307,7 +316,7 @@ def test_v3_clone_and_instruct_with_a_dialect(v3_url: str, browser, prompt_wav: 
     context = browser.new_context(locale="en-US", viewport={"width": 1280, "height": 1000})
     page = context.new_page()
     page.set_default_timeout(60_000)
-    page.goto(v3_url, wait_until="networkidle")
+    open_app(page, v3_url)
     # (a) the 3-second clone tab: sample, transcript, text.
     page.locator("input[type=file]").first.set_input_files(str(prompt_wav))
     page.get_by_label("Transcript of the voice sample").fill("hello there, how are you today")

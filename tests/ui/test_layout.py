@@ -69,7 +69,7 @@ def test_every_generate_event_takes_one_dict_of_its_widgets(app) -> None:
 
 def _preset_run(app):
     return next(fn for fn in events(app, "run") if fn.validator is not None
-                and {label_key(c) for c in fn.inputs} >= {"speaker", "text"} and len(fn.inputs) == 9)
+                and {label_key(c) for c in fn.inputs} >= {"speaker", "text"} and len(fn.inputs) == 11)
 
 
 def _values(fn, **by_key) -> dict:
@@ -96,7 +96,8 @@ def test_the_validator_marks_the_widget_the_error_is_about(app, lang: str) -> No
 
 def test_a_generate_event_runs_its_dict_through_the_handlers(app, engine: FakeEngine) -> None:
     fn = _preset_run(app)
-    *_, (audio, path, info, history) = fn.fn(_values(fn, speaker="B", text="one two three", seed=5), None, None)
+    *_, (audio, path, _subtitles, info, _takes, history) = fn.fn(
+        _values(fn, speaker="B", text="one two three", seed=5), None, None)
     rate, wave = audio
     assert rate == engine.info.sample_rate and len(wave) > 0 and Path(path).is_file()
     assert history[0]["voice"] == "B" and history[0]["seed"] == 5 and "seed 5" in info

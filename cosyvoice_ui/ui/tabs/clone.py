@@ -9,6 +9,7 @@ from .. import strings
 from ..examples import EXAMPLE_TEXT, example_available, example_voice
 from ..page import Page, approximate
 from ..requests import clone_meta
+from ..transcribe import add_transcribe
 from .controls import Controls, build_controls, wire_generate
 from .text_tools import build_text_tools
 
@@ -46,6 +47,7 @@ def build_clone(page: Page) -> CloneTab:
         match = gr.Radio([(t("match_quick"), "quick"), (t("match_refine"), "refine")], value="quick",
                          label=t("voice_match"), visible=approximate(page.manager.info()))
         transcript = gr.Textbox(label=t("prompt_text"), placeholder=t("prompt_text_ph"), lines=1)
+        add_transcribe(page, prompt, transcript)
         text = gr.Textbox(label=t("text"), placeholder=t("text_ph"), lines=3)
         build_text_tools(page, text, chips=False)
         with gr.Accordion(t("save_voice"), open=False, visible=page.saved.enabled):

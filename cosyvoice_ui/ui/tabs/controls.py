@@ -1,5 +1,5 @@
-"""What every generating tab has under its own widgets (speed, seed, stream, Generate / Stop, the result),
-and the wiring of its Generate button: validator, streamed run, Stop.
+"""What every generating tab has under its own widgets (speed, seed, stream, Generate / Stop, the result with
+its subtitle files and take-check line), and the wiring of its Generate button: validator, streamed run, Stop.
 
 The events take dict inputs (`inputs={...}`): Gradio then calls the function with one dict keyed by
 component, so a tab names its widgets once, by field, and no signature has to be spelled out for it.
@@ -26,10 +26,13 @@ class Controls:
     audio: object
     file: object
     info: object
+    subtitles: object = None  # the result's SRT and VTT files
+    takes: object = None  # one line: how the bad-take checks went
 
     @property
     def outputs(self) -> list:
-        return [self.audio, self.file, self.info]
+        """What `Handlers.generate` fills, in its order (the history state comes after)."""
+        return [self.audio, self.file, self.subtitles, self.info, self.takes]
 
 
 def build_controls(page: Page) -> Controls:
@@ -45,10 +48,14 @@ def build_controls(page: Page) -> Controls:
         generate = gr.Button(t("generate"), variant="primary")
         stop = gr.Button(t("stop"), variant="stop")
     audio = gr.Audio(label=t("output"), streaming=True, autoplay=True, interactive=False, elem_classes=["result"])
-    file = gr.File(label=t("download_file"), interactive=False, elem_classes=["result-file"])
+    takes = gr.Markdown(elem_classes=["take-info"])
+    with gr.Row():
+        file = gr.File(label=t("download_file"), interactive=False, elem_classes=["result-file"])
+        subtitles = gr.File(label=t("download_subtitles"), file_count="multiple", interactive=False,
+                            elem_classes=["result-subtitles"])
     info = gr.Markdown()
     dice.click(lambda: random.randint(1, 100_000_000), outputs=seed, queue=False, api_visibility="private")
-    return Controls(speed, seed, stream, generate, stop, audio, file, info)
+    return Controls(speed, seed, stream, generate, stop, audio, file, info, subtitles, takes)
 
 
 def wire_generate(page: Page, controls: Controls, fields: dict, make_meta: Callable[..., dict],
@@ -73,12 +80,12 @@ def wire_generate(page: Page, controls: Controls, fields: dict, make_meta: Calla
             meta, req = request_of(data)
         except InvalidRequest as exc:  # an unreadable upload, when no validator ran first (a trigger)
             raise gr.Error(strings.message(exc, lang)) from None
-        yield from handlers.run(req, options.output(data), options.past(data), request, progress, meta, lang)
+        yield from handlers.generate(req, options.output(data), options.past(data), request, progress, meta, lang)
 
     def validate(data: dict):
         verdicts = {component: gr.validate(True, "") for component in inputs}
         try:
-            handlers.check(request_of(data)[1])
+            handlers.check(request_of(data)[1], options.output(data))
         except InvalidRequest as exc:
             target = at_field.get(field_of(exc), first)
             verdicts[target] = gr.validate(False, strings.message(exc, options.language(data)))

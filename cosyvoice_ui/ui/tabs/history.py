@@ -1,5 +1,5 @@
-"""The history tab: this browser's recent results (kept in its local storage), each playable and re-runnable
-with the same request and seed."""
+"""The history tab: this browser's recent results (kept in its local storage), each playable (with its subtitle
+files) and re-runnable with the same request and seed."""
 
 # No `from __future__ import annotations`: Gradio finds `request: gr.Request` by its evaluated annotation.
 from pathlib import Path
@@ -65,6 +65,11 @@ def build_history(page: Page) -> None:
                     gr.Markdown(f"{strings.history_line(entry, lang)}\n\n{entry.get('text', '')}")
                     played = entry.get("file") if inside(entry.get("file"), results) else None
                     gr.Audio(played, interactive=False, show_label=False)
+                    listed = entry.get("subtitles") if isinstance(entry.get("subtitles"), list) else []
+                    cues = [str(f) for f in listed if inside(f, results) and Path(str(f)).is_file()]
+                    if cues:
+                        gr.File(cues, file_count="multiple", label=t("download_subtitles"), interactive=False,
+                                scale=0, min_width=160)
                     rerun = gr.Button(t("rerun"), size="sm", scale=0)
                     rerun.click(rerun_of(entry), inputs=options.inputs, outputs=options.history,
                                 api_visibility="private")
