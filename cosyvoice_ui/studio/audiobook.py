@@ -233,8 +233,7 @@ class BookJob:
             eta = (total_chars - done_chars) * spent_s / measured_chars if measured_chars else None
             report(progress, "book", 0.95 * done_chars / total_chars, self._where(piece) + " · " + format_eta(eta))
             began = time.monotonic()
-            entry = self._render_piece(piece, replace(voice_request, text=piece.text), engine, policy, cancel,
-                                       self._retry_progress(progress, 0.95 * done_chars / total_chars, piece))
+            entry = self._render_piece(piece, replace(voice_request, text=piece.text), engine, policy, cancel)
             entry["render_s"] = round(time.monotonic() - began, 3)
             state["pieces"][piece.key] = entry
             self._save_state(state)
@@ -252,23 +251,11 @@ class BookJob:
         return (f"chapter {piece.chapter + 1}/{len(self.plan)} · piece {piece.index + 1}/"
                 f"{len(self.plan[piece.chapter])}")
 
-    def _retry_progress(self, progress: ProgressCallback | None, fraction: float, piece: Piece):
-        """The piece's retries ("segment 1/2: retry 1/2 (too long for its text)") on the book's progress line;
-        the engine's own stage events stay out of it (the book reports whole pieces)."""
-        if progress is None:
-            return None
-
-        def forward(event) -> None:
-            if "retry" in event.message:
-                report(progress, "book", fraction, f"{self._where(piece)} · {event.message}")
-
-        return forward
-
     def _render_piece(self, piece: Piece, request: SynthesisRequest, engine: Engine, policy: RetryPolicy | None,
-                      cancel: threading.Event | None, progress: ProgressCallback | None = None) -> dict:
+                      cancel: threading.Event | None) -> dict:
         clock, chunks = SegmentClock(), []
         reports: list[SegmentReport] = []
-        for chunk in guarded_synthesis(engine, request, policy, progress, cancel, report=reports):
+        for chunk in guarded_synthesis(engine, request, policy, None, cancel, report=reports):
             clock.feed(chunk)
             chunks.append(chunk)
         if not chunks:

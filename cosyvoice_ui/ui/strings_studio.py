@@ -171,6 +171,14 @@ LABELS_ZH: dict[str, str] = {
 }
 # Chinese messages of the studio's InvalidRequest codes ({placeholders} from the error's params).
 MESSAGES_ZH: dict[str, str] = {
+    # the Script tab's upload
+    "script_too_big": "剧本文件超过 2 MB；请拆成几个项目。",
+    "script_unreadable": "剧本文件不是文本；请另存为 UTF-8 文本后重新上传。",
+    # the REST API's studio codes, shown when the Gradio API relays them
+    "subtitles_need_whole_result": "字幕需要完整的结果：请关闭流式输出（stream），或不要请求字幕。",
+    "bad_take_retries": "重试次数必须在 0 到 5 之间。",
+    "glossary_not_found": "没有这个词表；请先查看已保存的词表列表。",
+    "audio_missing": "没有提供音频：请上传要转写的录音。",
     # audiobooks (studio/book.py, studio/audiobook.py, studio/chapters.py)
     "unsupported_book": "无法把 {extension} 文件当作书读取；请使用 EPUB（.epub）、纯文本（.txt）或 Markdown（.md）文件。",
     "bad_book": "书籍文件无法读取（已损坏、不完整或不是电子书）；请重新导出或上传。",
