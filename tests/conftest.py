@@ -7,6 +7,11 @@ from pathlib import Path
 
 import pytest
 
+# Bad takes are checked and reported everywhere, but not re-rendered unless a test asks: the tiny random models
+# are never the right length, so the default 2 retries would triple every synthesis of the suite. Set before any
+# Settings or CLI parser is built (subprocesses inherit it); the tests of retrying pass their own count.
+os.environ.setdefault("COSYVOICE_TAKE_RETRIES", "0")
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED_FIXTURES = REPO.parent / "shared" / "fixtures"
 

@@ -210,3 +210,18 @@ def test_tiny_cosyvoice_fills_tokens_and_is_checked(v2_engine, stream: bool) -> 
     assert guarded[-1].final and guarded[-1].tokens and len(report) == 1
     assert report[0].check.seconds > 0 and report[0].check.chars == spoken_chars(req.text)
     assert report[0].attempts in (1, 2) and report[0].streamed is stream
+
+
+def test_the_default_retry_count_is_two_unless_the_environment_says(monkeypatch) -> None:
+    from cosyvoice_ui.serving.takes import policy_from_settings
+    from cosyvoice_ui.settings import Settings, default_take_retries
+    from cosyvoice_ui.web.flags import build_parser
+
+    monkeypatch.delenv("COSYVOICE_TAKE_RETRIES", raising=False)
+    assert default_take_retries() == 2 and Settings().take_retries == 2
+    assert build_parser().parse_args([]).take_retries == 2
+    assert policy_from_settings(Settings()) == RetryPolicy(enabled=True, retries=2)
+    for value, expected in (("0", 0), ("5", 5), ("-1", 2), ("many", 2), ("", 2)):
+        monkeypatch.setenv("COSYVOICE_TAKE_RETRIES", value)
+        assert default_take_retries() == expected
+    assert policy_from_settings(Settings(check_takes=False)).enabled is False

@@ -7,7 +7,7 @@ import logging
 import sys
 from pathlib import Path
 
-from ..settings import Settings, env_api_keys
+from ..settings import Settings, default_take_retries, env_api_keys
 
 log = logging.getLogger("cosyvoice_ui.app")
 
@@ -119,9 +119,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def add_take_flags(parser: argparse.ArgumentParser) -> None:
     """`--take-retries` and `--no-take-check`, the same for the app and the CLI."""
-    parser.add_argument("--take-retries", type=int, default=2, metavar="N",
+    parser.add_argument("--take-retries", type=int, default=default_take_retries(), metavar="N",
                         help="re-render a segment whose length does not fit its text (or that repeats itself) up to "
-                             "N times with a new seed (default 2; 0 = check and report only)")
+                             "N times with a new seed (default 2, or COSYVOICE_TAKE_RETRIES; 0 = check and report "
+                             "only)")
     parser.add_argument("--no-take-check", action="store_true",
                         help="do not check segments for bad takes (no retries)")
 

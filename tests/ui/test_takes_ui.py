@@ -66,7 +66,7 @@ class SegmentedEngine(Engine):
 def handlers_for(engine: Engine, tmp_path: Path, **settings) -> Handlers:
     manager = ModelManager("segmented", loader=lambda model_id, options, progress: engine, idle_unload_s=0,
                            describe_model=lambda model_id: engine.info)
-    return Handlers(manager, Settings(**settings), tmp_path / "out")
+    return Handlers(manager, Settings(**{"take_retries": 2, **settings}), tmp_path / "out")  # the product's default
 
 
 def generate(handlers: Handlers, options: OutputOptions = OutputOptions(), lang: str = "en", stream: bool = False,
