@@ -8,14 +8,11 @@ the safetensors weights are fetched (the repositories also hold PyTorch-pickle, 
 from __future__ import annotations
 
 import json
-import os
-import socket
-import threading
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlparse
 
 from ..errors import DownloadError
+from ..hub_download import byte_progress, endpoint, hub_reachable
 from ..types import ProgressCallback, ProgressEvent
 
 # What a usable folder must hold (the tokenizer: tokenizer.json, or the older vocab.json + merges.txt pair).
@@ -77,62 +74,11 @@ def find_whisper_models(asr_dir: Path) -> list[Path]:
     return sorted(found, key=lambda p: (rank.get(p.name, len(rank)), p.name))
 
 
-def _endpoint() -> str:
-    return os.environ.get("HF_ENDPOINT", "https://huggingface.co")
-
-
-def hub_reachable(timeout: float = 3.0) -> bool:
-    """A quick TCP check of the hub, so an offline machine fails in seconds with instructions."""
-    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true"):
-        return False
-    url = urlparse(_endpoint())
-    port = url.port or (443 if url.scheme == "https" else 80)
-    try:
-        with socket.create_connection((url.hostname or "", port), timeout=timeout):
-            return True
-    except OSError:
-        return False
-
-
 def by_hand(entry: AsrEntry) -> str:
     """How to place the folder without this app's downloader (no local paths: the user knows theirs)."""
     return (f"to install it by hand, on a machine with internet run `huggingface-cli download {entry.repo_id} "
             f"--local-dir {entry.name}` and copy that folder into the asr folder of your models folder "
             f"(pretrained_models/asr/{entry.name})")
-
-
-def byte_progress(progress: ProgressCallback | None, label: str):
-    """A tqdm class for `snapshot_download(tqdm_class=...)` that sums its byte bars and reports the share done
-    to `progress` (the library draws nothing in the terminal). The hub grows a bar's total as each file starts,
-    so the share is kept from going back."""
-    from tqdm.auto import tqdm
-
-    lock = threading.Lock()
-    bars: dict[int, tuple[float, float]] = {}
-    reported = [0.0]
-
-    class Forwarding(tqdm):
-        def __init__(self, *args, **kwargs):
-            kwargs["disable"] = False
-            super().__init__(*args, **kwargs)
-
-        def display(self, *args, **kwargs):
-            return None
-
-        def update(self, n=1):
-            result = super().update(n)
-            if progress is not None and self.unit == "B":
-                with lock:
-                    bars[id(self)] = (float(self.n), float(self.total or 0))
-                    done = sum(b[0] for b in bars.values())
-                    total = sum(b[1] for b in bars.values())
-                    if total <= 0:
-                        return result
-                    reported[0] = fraction = max(reported[0], min(1.0, done / total))
-                progress(ProgressEvent("download", fraction, f"{label}: {done / 1e6:.0f} / {total / 1e6:.0f} MB"))
-            return result
-
-    return Forwarding
 
 
 def download(name: str, asr_dir: Path, progress: ProgressCallback | None = None) -> Path:
@@ -144,7 +90,7 @@ def download(name: str, asr_dir: Path, progress: ProgressCallback | None = None)
             progress(ProgressEvent("download", 1.0, f"{entry.name} is already downloaded"))
         return target
     if not hub_reachable():
-        raise DownloadError(f"cannot reach {_endpoint()} (offline?); {by_hand(entry)}")
+        raise DownloadError(f"cannot reach {endpoint()} (offline?); {by_hand(entry)}")
     from huggingface_hub import snapshot_download
 
     target.mkdir(parents=True, exist_ok=True)

@@ -7,14 +7,11 @@ nothing else in the app depends on the network.
 from __future__ import annotations
 
 import logging
-import os
-import socket
-import threading
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlparse
 
 from ..errors import DownloadError
+from ..hub_download import byte_progress, endpoint, hub_reachable
 from ..types import ProgressCallback, ProgressEvent
 from .families import FAMILIES, FamilySpec, is_model_folder
 
@@ -63,59 +60,12 @@ def manual_instructions(entry: CatalogueEntry, target: Path) -> str:
             "(it must contain the yaml, llm.pt, flow.pt, hift.pt and the .onnx files).")
 
 
-def _endpoint() -> str:
-    return os.environ.get("HF_ENDPOINT", "https://huggingface.co")
-
-
-def hub_reachable(timeout: float = 3.0) -> bool:
-    """A quick TCP check of the hub host, so that offline machines fail in seconds, not minutes."""
-    if os.environ.get("HF_HUB_OFFLINE") in ("1", "true", "True"):
-        return False
-    url = urlparse(_endpoint())
-    port = url.port or (443 if url.scheme == "https" else 80)
-    try:
-        with socket.create_connection((url.hostname or "", port), timeout=timeout):
-            return True
-    except OSError:
-        return False
-
-
-def _progress_tqdm(progress: ProgressCallback | None, label: str):
-    """A tqdm subclass that forwards byte counts to `progress` (huggingface-hub accepts `tqdm_class`)."""
-    from tqdm.auto import tqdm
-
-    lock = threading.Lock()
-    totals: dict[int, tuple[float, float]] = {}
-
-    class Forwarding(tqdm):
-        def __init__(self, *args, **kwargs):
-            kwargs["disable"] = False
-            super().__init__(*args, **kwargs)
-
-        def display(self, *args, **kwargs):  # draw nothing in the terminal from the library
-            return None
-
-        def update(self, n=1):
-            result = super().update(n)
-            if progress is not None and self.unit == "B":
-                with lock:
-                    totals[id(self)] = (float(self.n), float(self.total or 0))
-                    done = sum(v[0] for v in totals.values())
-                    total = sum(v[1] for v in totals.values())
-                if total > 0:
-                    progress(ProgressEvent("download", min(1.0, done / total),
-                                           f"{label}: {done / 1e6:.0f} / {total / 1e6:.0f} MB"))
-            return result
-
-    return Forwarding
-
-
 def download(name: str, models_dir: Path, progress: ProgressCallback | None = None) -> Path:
     """Download (or resume) a catalogue model into `models_dir/NAME` and return the folder."""
     entry = catalogue_entry(name)
     target = models_dir / entry.name
     if not hub_reachable():
-        raise DownloadError(f"cannot reach {_endpoint()} (offline?). " + manual_instructions(entry, target))
+        raise DownloadError(f"cannot reach {endpoint()} (offline?). " + manual_instructions(entry, target))
     try:
         from huggingface_hub import snapshot_download
     except ImportError as exc:
@@ -124,7 +74,7 @@ def download(name: str, models_dir: Path, progress: ProgressCallback | None = No
     if progress is not None:
         progress(ProgressEvent("download", 0.0, f"downloading {entry.name} ({entry.size_gb:.1f} GB)"))
     try:
-        snapshot_download(entry.repo_id, local_dir=str(target), tqdm_class=_progress_tqdm(progress, entry.name))
+        snapshot_download(entry.repo_id, local_dir=str(target), tqdm_class=byte_progress(progress, entry.name))
     except Exception as exc:  # network, auth, disk: every failure becomes one actionable message
         raise DownloadError(f"downloading {entry.name} failed ({type(exc).__name__}: {exc}). Run the download "
                             "again to resume, or: " + manual_instructions(entry, target)) from exc
