@@ -22,8 +22,10 @@ SYNTHESIS_ERRORS = error_responses(400, 404, 415, 422, 502, 503)  # bad body, un
 
 
 def api_service(request: Request) -> ApiService:
-    """The service behind every route (put there by `add_routes`)."""
-    return request.app.state.api
+    """The service behind every route (put there by `add_routes`); where an app serves several models (a
+    cluster's ingress), `app.state.select_api` picks the one the request names."""
+    select = getattr(request.app.state, "select_api", None)
+    return select(request) if select is not None else request.app.state.api
 
 
 def client_id(request: Request) -> str:

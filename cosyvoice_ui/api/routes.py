@@ -312,15 +312,24 @@ def clear_default_voice(voice_id: str, service: Service):
 
 @service_routes.get("/v1/models", response_model=ModelList, responses=error_responses(503),
                     summary="The model this server runs and what it can do")
-def models(service: Service):
-    info = service.require_info()
-    return ModelList(data=[ModelRecord(
+def models(request: Request, service: Service):
+    """The server's model first (a thin client uses it), then the other models an app serving several has."""
+    records = [_model_record(service, service.require_info())]
+    for other in getattr(request.app.state, "other_apis", ()):
+        info = other.manager.info()
+        if info is not None:  # one unreadable model must not hide the others
+            records.append(_model_record(other, info))
+    return ModelList(data=records)
+
+
+def _model_record(service: ApiService, info) -> ModelRecord:
+    return ModelRecord(
         id=info.name, name=info.name, family=info.family, sample_rate=info.sample_rate,
         modes=[m.value for m in info.modes], speakers=list(info.speakers),
         instruct_examples=list(info.instruct_examples), **_capabilities(info), streaming=info.streaming,
         device=info.device,
         notes=info.notes, loaded=service.manager.loaded is not None, saved_voices=list(service.library.ids()),
-        default_voice=_ref_dict(service.default_voice(info)), accepted_model_names=list(service.model_names(info)))])
+        default_voice=_ref_dict(service.default_voice(info)), accepted_model_names=list(service.model_names(info)))
 
 
 def _capabilities(info) -> dict:
@@ -347,6 +356,7 @@ def health(request: Request, service: Service):
         "default_voice": _ref_dict(service.default_voice()),
         "api_key_required": bool(guard.keys) or guard.refuses_all,
         "engine_url": service.settings.engine_url,
+        **({"cluster": cluster()} if (cluster := getattr(request.app.state, "cluster_health", None)) else {}),
     }
 
 

@@ -22,6 +22,8 @@ class TTSBody(BaseModel):
     ]})
 
     text: str = Field("", description="what to say (all modes except vc)")
+    model: str | None = Field(None, description="the model that speaks, by name (GET /v1/models); omitted: the "
+                              "server's model. A cluster serves several")
     mode: str | None = Field(None, description="sft | zero_shot | cross_lingual | instruct | vc; omitted: "
                              "vc with source_audio, else zero_shot/cross_lingual with a voice, else sft/instruct")
     speaker: str | None = Field(None, description="preset speaker (sft, instruct) or saved voice id; omitted or "

@@ -141,6 +141,7 @@ class ApiService:
         self.glossaries = GlossaryStore(settings.glossary_dir)
         self.notes = NotesCache(settings.cache_entries)
         self.studio = StudioService(manager, settings, self.glossaries, self.decode_audio)
+        self.peer_models: tuple[str, ...] = ()  # the other models an app serving several accepts by name
 
     # --- building requests ----------------------------------------------------------------------------
 
@@ -172,6 +173,7 @@ class ApiService:
     def tts_request(self, body) -> Prepared:
         """`POST /tts` body → a checked request."""
         info = self.manager.require_info()  # an unreadable model says why, not "unknown voice"
+        self.check_model(body.model or "", info)
         presets = info.speakers if info else ()
         speaker = (body.speaker or "").strip() or None
         saved_id = body.voice_id or (speaker if speaker and speaker not in presets
@@ -289,6 +291,7 @@ class ApiService:
         if info is not None:
             names += [info.name, info.family]
         names.append(Path(self.manager.model_id).name)
+        names += self.peer_models
         return tuple(dict.fromkeys(n for n in names if n))
 
     def check_model(self, model: str, info: EngineInfo | None) -> None:

@@ -61,6 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
     pa.add_argument("fixture_dir", type=Path)
     sv = sub.add_parser("serve", help="start the web app and REST API (same flags as app.py)")
     sv.add_argument("app_args", nargs=argparse.REMAINDER)
+    cl = sub.add_parser("cluster", help="serve the REST API from engine replicas on Ray Serve (same flags as app.py, "
+                        "plus --models, --replicas, --replica-gpus ...; needs requirements-serve.txt)")
+    cl.add_argument("app_args", nargs=argparse.REMAINDER)
     return parser
 
 
@@ -147,9 +150,17 @@ def cmd_parity(args) -> int:
 
 
 def cmd_serve(args) -> int:
+    if "--ray" in args.app_args:  # `serve --ray ...` is `cluster ...`
+        return cmd_cluster(argparse.Namespace(app_args=[a for a in args.app_args if a != "--ray"]))
     from ..web.flags import main as app_main
 
     return app_main(args.app_args)
+
+
+def cmd_cluster(args) -> int:
+    from ..cluster.launch import main as cluster_main
+
+    return cluster_main(args.app_args)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -158,13 +169,14 @@ def main(argv: list[str] | None = None) -> int:
     # refused: serve takes what the CLI does not know and hands it to the web app's own parser.
     args, unknown = parser.parse_known_args(argv)
     if unknown:
-        if args.command != "serve":
+        if args.command not in ("serve", "cluster"):
             parser.error(f"unrecognized arguments: {' '.join(unknown)}")
         args.app_args = unknown + list(args.app_args)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     handlers = {"synth": cmd_synth, "voices": cmd_voices, "glossary": cmd_glossary, "transcribe": cmd_transcribe,
-                "download": cmd_download, "list-models": cmd_list_models, "parity": cmd_parity, "serve": cmd_serve}
+                "download": cmd_download, "list-models": cmd_list_models, "parity": cmd_parity, "serve": cmd_serve,
+                "cluster": cmd_cluster}
     try:
         return handlers[args.command](args)
     except CosyVoiceError as exc:

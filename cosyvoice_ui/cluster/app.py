@@ -1,0 +1,34 @@
+"""The deployment graph: an ingress over the engine deployment. `build(args)` is serve.yaml's import_path
+(`cosyvoice_ui.cluster.app:build`); `build_app(config)` is what `python -m cosyvoice_ui cluster` runs."""
+
+from __future__ import annotations
+
+from .config import INGRESS_NAME, WORKER_NAME, ClusterConfig
+
+INGRESS_HEADROOM = 8  # /health, voice listings and docs beside a full queue
+
+
+def build_app(config: ClusterConfig):
+    """The Serve application: `Ingress` (one replica, light) bound to `EngineWorker` (the engine replicas)."""
+    from ray import serve
+
+    from .ingress import ingress_class
+    from .worker import worker_class
+
+    worker = serve.deployment(
+        worker_class(config.held_models), name=WORKER_NAME,
+        max_ongoing_requests=config.max_ongoing_requests,
+        autoscaling_config=config.autoscaling(),
+        ray_actor_options=config.worker_actor_options(),
+        graceful_shutdown_timeout_s=60)
+    ingress = serve.deployment(
+        ingress_class(), name=INGRESS_NAME, num_replicas=1,
+        max_ongoing_requests=config.settings.queue_size + config.ingress_capacity() + INGRESS_HEADROOM,
+        ray_actor_options={"num_cpus": config.ingress_cpus})
+    args = config.to_args()
+    return ingress.bind(worker.bind(args), args)
+
+
+def build(args: dict):
+    """serve.yaml's application builder: `args` are `ClusterConfig.to_args()`'s keys."""
+    return build_app(ClusterConfig.from_args(args))

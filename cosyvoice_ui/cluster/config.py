@@ -1,0 +1,156 @@
+"""What a cluster deployment is made of, as plain data: no Ray import, so flags and serve.yaml are checked
+before any cluster starts.
+
+One `ClusterConfig` travels to every replica (it pickles as a dict of plain values): the models to serve (ids
+are folder names under `models_dir`, or the offline default voice's id), the replica sizing, the autoscaling
+that makes idle unload work cluster-wide, and the app's own settings (keys, limits, shared voices folder).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+from ..errors import ConfigError
+from ..settings import Settings
+
+WORKER_NAME = "EngineWorker"
+INGRESS_NAME = "Ingress"
+APP_NAME = "cosyvoice"
+DEFAULT_SERVE_PORT = 8000
+UPSCALE_DELAY_S = 2.0
+LOOK_BACK_S = 30.0  # Serve's default averaging window  # a burst should get its second replica in seconds, not Serve's default 30 s
+
+# Settings fields that travel to the replicas (paths as strings); the rest keep their defaults there.
+_SHARED_SETTINGS = ("models_dir", "voices_dir", "glossary_dir", "projects_dir", "device", "precision", "threads",
+                    "api_keys", "no_auth", "rate_limit_per_min", "max_text_chars", "queue_size", "max_upload_mb",
+                    "blocked_words_file", "default_voice", "voice_aliases_file", "cache_entries", "take_retries",
+                    "check_takes", "idle_unload_s", "concurrency")
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    """A deployment of the engine on Ray Serve.
+
+    models: the model ids the cluster serves, the default one first (a folder name under `settings.models_dir`,
+        or `offline-default`). Requests name one with `model`; without it, the first serves.
+    replicas: engine replicas at most (and at start). min_replicas 0 lets an idle deployment scale to zero after
+        `settings.idle_unload_s`, the same setting that unloads an idle model in one process.
+    replica_cpus / replica_gpus: each replica's share (fractions allowed: 0.5 GPU packs two replicas on one GPU).
+    models_per_replica: how many models one replica keeps loaded (LRU beyond that). 0 = all of `models`, so a
+        burst of mixed ids reloads nothing once each replica has loaded them (size memory for it).
+    """
+
+    settings: Settings
+    models: tuple[str, ...]
+    replicas: int = 1
+    min_replicas: int = 0
+    replica_cpus: float = 1.0
+    replica_gpus: float = 0.0
+    models_per_replica: int = 0
+    ingress_cpus: float = 0.25
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_SERVE_PORT
+    extra: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.models:
+            raise ConfigError("a cluster needs at least one model: pass --models NAME[,NAME...] (folder names "
+                              "under --models-dir, or offline-default)")
+        for model in self.models:
+            if not model or Path(model).name != model or model in (".", ".."):
+                raise ConfigError(f"model id {model!r} is not a folder name; name models by their folder under "
+                                  "--models-dir (e.g. CosyVoice2-0.5B)")
+        if self.replicas < 1:
+            raise ConfigError(f"--replicas must be at least 1 (got {self.replicas})")
+        if not 0 <= self.min_replicas <= self.replicas:
+            raise ConfigError(f"--min-replicas must be between 0 and --replicas ({self.replicas}); got "
+                              f"{self.min_replicas}")
+        if self.replica_cpus < 0 or self.replica_gpus < 0 or (self.replica_cpus == 0 and self.replica_gpus == 0):
+            raise ConfigError("give each replica a share of a CPU or a GPU (--replica-cpus, --replica-gpus)")
+        if self.models_per_replica < 0:
+            raise ConfigError("--models-per-replica must be 0 (all models) or more")
+
+    # --- what Serve is given ------------------------------------------------------------------------------
+
+    @property
+    def max_ongoing_requests(self) -> int:
+        """The engine's real concurrency: a replica runs `concurrency` jobs at once (its manager's slots)."""
+        return max(1, self.settings.concurrency)
+
+    @property
+    def held_models(self) -> int:
+        return self.models_per_replica or len(self.models)
+
+    def autoscaling(self) -> dict:
+        """Serve's autoscaling_config: up to `replicas`, down to `min_replicas`, to zero after the idle delay.
+
+        With idle unload off (idle_unload_s 0) the deployment never scales to zero: min_replicas becomes 1."""
+        idle = self.settings.idle_unload_s
+        floor = self.min_replicas if idle > 0 else max(1, self.min_replicas)
+        config = {"min_replicas": floor, "max_replicas": self.replicas, "initial_replicas": self.replicas,
+                  "target_ongoing_requests": self.max_ongoing_requests, "upscale_delay_s": UPSCALE_DELAY_S,
+                  "downscale_delay_s": max(1.0, idle) if idle > 0 else 600.0,
+                  # Serve averages load over this window before it decides: its default (30 s) would hold an
+                  # idle replica 30 s past a shorter idle-unload setting
+                  "look_back_period_s": min(LOOK_BACK_S, max(1.0, idle)) if idle > 0 else LOOK_BACK_S}
+        if floor == 0:
+            config["downscale_to_zero_delay_s"] = max(1.0, idle)
+        return config
+
+    def worker_actor_options(self) -> dict:
+        return {"num_cpus": self.replica_cpus, "num_gpus": self.replica_gpus}
+
+    def ingress_capacity(self) -> int:
+        """Jobs the ingress lets run at once: every replica's slots (more wait in its FIFO queue)."""
+        return self.replicas * self.max_ongoing_requests
+
+    # --- travelling -------------------------------------------------------------------------------------------
+
+    def to_args(self) -> dict:
+        """Plain values (serve.yaml `args`, and what a replica is constructed with)."""
+        shared = {}
+        for name in _SHARED_SETTINGS:
+            value = getattr(self.settings, name)
+            shared[name] = str(value) if isinstance(value, Path) else (list(value) if isinstance(value, tuple)
+                                                                       else value)
+        args = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("settings", "models")}
+        return {**asdict_plain(args), "models": list(self.models), "settings": shared}
+
+    @classmethod
+    def from_args(cls, args: dict) -> ClusterConfig:
+        """The inverse of `to_args`; also what serve.yaml's `args` hold (unknown keys are refused by name)."""
+        args = dict(args)
+        raw = dict(args.pop("settings", {}) or {})
+        known = {f.name for f in fields(cls)} - {"settings"}
+        unknown = sorted(set(args) - known)
+        if unknown:
+            raise ConfigError(f"unknown cluster option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        bad = sorted(set(raw) - set(_SHARED_SETTINGS))
+        if bad:
+            raise ConfigError(f"unknown setting(s) {', '.join(bad)} in the cluster's settings; known: "
+                              f"{', '.join(_SHARED_SETTINGS)}")
+        settings = settings_from_plain(raw)
+        models = args.pop("models", ())
+        if isinstance(models, str):
+            models = [m.strip() for m in models.split(",") if m.strip()]
+        return cls(settings=settings, models=tuple(models), **args)
+
+
+def asdict_plain(values: dict) -> dict:
+    return {k: (asdict(v) if hasattr(v, "__dataclass_fields__") else v) for k, v in values.items()}
+
+
+def settings_from_plain(raw: dict) -> Settings:
+    """Settings from plain values: paths back to Path, lists back to tuples, keys also from the environment."""
+    from ..settings import env_api_keys
+
+    values = dict(raw)
+    for name in ("models_dir", "voices_dir", "glossary_dir", "projects_dir", "blocked_words_file",
+                 "voice_aliases_file"):
+        if values.get(name) not in (None, ""):
+            values[name] = Path(values[name])
+        elif name in values:
+            values[name] = None
+    keys = tuple(values.pop("api_keys", ()) or ())
+    return Settings(**values, api_keys=tuple(dict.fromkeys(keys + env_api_keys())))

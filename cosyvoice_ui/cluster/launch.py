@@ -1,0 +1,146 @@
+"""`python -m cosyvoice_ui cluster ...` (also `serve --ray ...`): start a local Ray head or join a cluster,
+deploy the app on Serve, and serve until Ctrl-C. The app's own flags apply (keys, limits, voices folder, idle
+unload); the cluster flags size the replicas. `--ui-port` also serves the Gradio UI from this process as a thin
+client of the cluster (it never loads a model).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+from ..errors import ConfigError
+from .config import APP_NAME, ClusterConfig
+
+log = logging.getLogger(__name__)
+
+LOCAL_OBJECT_STORE_MB = 512  # chunks of audio, not tensors: Ray's default (30 % of RAM in /dev/shm) is far more
+
+
+def add_cluster_flags(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("cluster (Ray Serve)")
+    group.add_argument("--models", default="", metavar="NAME[,NAME...]",
+                       help="model folders under --models-dir to serve, the default first (offline-default: the "
+                            "built-in voice); default: --model-dir's folder, else the first folder found")
+    group.add_argument("--replicas", type=int, default=1, help="engine replicas at most (and at start)")
+    group.add_argument("--min-replicas", type=int, default=0,
+                       help="replicas kept when idle; 0 scales to zero after --idle-unload seconds")
+    group.add_argument("--replica-cpus", type=float, default=1.0, help="CPUs per replica (fractions allowed)")
+    group.add_argument("--replica-gpus", type=float, default=0.0,
+                       help="GPUs per replica: 1 = one each, 0.5 = two replicas share a GPU")
+    group.add_argument("--models-per-replica", type=int, default=0,
+                       help="models one replica keeps loaded (LRU beyond); 0 = all of --models")
+    group.add_argument("--address", default=None,
+                       help="join this Ray cluster (e.g. auto, or HEAD:6379) instead of starting a local one")
+    group.add_argument("--ui-port", type=int, default=None,
+                       help="also serve the web UI on this port, as a thin client of the cluster")
+
+
+def config_from_args(args: argparse.Namespace, settings) -> ClusterConfig:
+    from ..serving.backends import default_model_id
+
+    models = tuple(m.strip() for m in args.models.split(",") if m.strip())
+    if not models:
+        models = (Path(default_model_id(settings.model_dir, settings.models_dir)).name,)
+        if settings.model_dir is not None:
+            settings = settings.with_(models_dir=Path(settings.model_dir).parent)
+    return ClusterConfig(settings=settings, models=models, replicas=args.replicas, min_replicas=args.min_replicas,
+                         replica_cpus=args.replica_cpus, replica_gpus=args.replica_gpus,
+                         models_per_replica=args.models_per_replica, host=settings.host, port=settings.port)
+
+
+def check_access(config: ClusterConfig) -> None:
+    """A cluster reachable from the network needs a key: every ingress replica must hold the same one, so none
+    is generated (as the single-process app does) - it is refused instead."""
+    settings = config.settings
+    if settings.host not in ("127.0.0.1", "localhost", "::1") and not settings.api_keys and not settings.no_auth:
+        raise ConfigError(f"the cluster would listen on {settings.host} without an API key: pass --api-key KEY "
+                          "(or set COSYVOICE_API_KEYS); --no-auth serves it open on purpose")
+
+
+def start_ray(address: str | None, config: ClusterConfig) -> None:
+    """Join `address`, or start a local head on this machine (loopback when the app binds loopback)."""
+    import ray
+
+    package_root = str(Path(__file__).resolve().parents[2])
+    env = {"PYTHONPATH": os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH", "")) if p)}
+    if address:
+        ray.init(address=address, runtime_env={"env_vars": env}, log_to_driver=False)
+        return
+    needed = config.replicas * config.replica_cpus + config.ingress_cpus + 0.5
+    loopback = config.host in ("127.0.0.1", "localhost")
+    if loopback:  # without it Ray swaps 127.0.0.1 for the machine's external address
+        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    ray.init(address="local", include_dashboard=False, num_cpus=max(os.cpu_count() or 1, math.ceil(needed)),
+             num_gpus=None if config.replica_gpus else 0, object_store_memory=LOCAL_OBJECT_STORE_MB * 2**20,
+             runtime_env={"env_vars": env}, log_to_driver=False,
+             **({"_node_ip_address": "127.0.0.1"} if loopback else {}))
+
+
+def deploy(config: ClusterConfig):
+    """Start Serve's HTTP proxy on the configured host/port and deploy the app (returns when it is running)."""
+    from ray import serve
+
+    from .app import build_app
+
+    serve.start(http_options={"host": config.host, "port": config.port})
+    return serve.run(build_app(config), name=APP_NAME, route_prefix="/", blocking=False)
+
+
+def stop() -> None:
+    import ray
+    from ray import serve
+
+    try:
+        serve.shutdown()
+    finally:
+        ray.shutdown()
+
+
+def main(argv: list[str]) -> int:
+    from ..web.flags import build_parser, settings_from_args
+
+    parser = build_parser()
+    parser.prog = "python -m cosyvoice_ui cluster"
+    parser.description = "Serve the REST API from engine replicas on Ray Serve (pip install -r requirements-serve.txt)"
+    add_cluster_flags(parser)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        print("error: the cluster needs Ray Serve, which is not installed: pip install -r requirements-serve.txt",
+              file=sys.stderr)
+        return 2
+    settings = settings_from_args(args)
+    try:
+        config = config_from_args(args, settings)
+        check_access(config)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    started = time.perf_counter()
+    start_ray(args.address, config)
+    try:
+        deploy(config)
+        url = f"http://{config.host}:{config.port}"
+        print(f"CosyVoice Studio cluster on {url} ({', '.join(config.models)}; up to {config.replicas} "
+              f"replica(s), ready in {time.perf_counter() - started:.1f} s). Ctrl-C stops it.", file=sys.stderr)
+        if args.ui_port:
+            from ..web.server import serve as serve_ui
+
+            key = settings.api_keys[0] if settings.api_keys else None
+            ui = settings.with_(engine_url=url, port=args.ui_port, api_keys=(key,) if key else ())
+            return serve_ui(ui)
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        stop()
