@@ -21,7 +21,7 @@ if ! command -v chromium >/dev/null 2>&1 || ! command -v espeak-ng >/dev/null 2>
   fi
 fi
 
-bash scripts/install.sh --dev
+bash scripts/install.sh --dev --serve
 # The Home Assistant (Wyoming) bridge test needs Python >= 3.12 in a venv of its own.
 WYOMING_OPENAI_PYTHON="$(bash scripts/install_bridge.sh)"
 export WYOMING_OPENAI_PYTHON

@@ -4,7 +4,21 @@ from __future__ import annotations
 
 
 class CosyVoiceError(Exception):
-    """Base class of every error this package raises on purpose."""
+    """Base class of every error this package raises on purpose.
+
+    Picklable whatever a subclass's constructor takes (an engine replica's error crosses a process boundary
+    to the ingress as itself): it is rebuilt from its class, message and attributes, not by calling `__init__`.
+    """
+
+    def __reduce__(self):
+        return _rebuild, (type(self), self.args, dict(self.__dict__))
+
+
+def _rebuild(cls: type, args: tuple, state: dict) -> CosyVoiceError:
+    error = cls.__new__(cls)
+    Exception.__init__(error, *args)
+    error.__dict__.update(state)
+    return error
 
 
 class ConfigError(CosyVoiceError):

@@ -1,14 +1,30 @@
 #!/usr/bin/env bash
-# Create .venv (if missing) and install what the app needs; `--dev` adds the test tools.
-# Re-runs are fast: nothing is installed while the requirement files are unchanged.
-# Environment: TORCH_VARIANT=auto|cpu|cuda, PYTHON=python3.11 (see run.sh).
+# Create the venv (if missing) and install what the app needs:
+#
+#   bash scripts/install.sh [--dev] [--serve]
+#
+#   --dev     also the test tools (requirements-dev.txt; what test.sh and CI use)
+#   --serve   also the optional Ray Serve extra (requirements-serve.txt; cluster nodes)
+#
+# Re-runs are fast: nothing is installed while the venv already holds every requested requirement file as it is
+# now (the stamp in the venv records each installed file's sha256, so `--dev` after `--dev --serve` installs
+# nothing, and a changed or newly requested file installs again). The container images run this same script.
+# Environment: TORCH_VARIANT=auto|cpu|cuda, PYTHON=python3.11 (see run.sh), VENV=path of the venv (default .venv;
+# a relative path is taken from the repository root).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DEV=0
-if [ "${1:-}" = "--dev" ]; then DEV=1; fi
+SERVE=0
+for arg in "$@"; do
+  case "$arg" in
+    --dev) DEV=1 ;;
+    --serve) SERVE=1 ;;
+    *) echo "install.sh: unknown option '$arg' (use --dev and/or --serve)" >&2; exit 2 ;;
+  esac
+done
 
 PYTHON="${PYTHON:-python3}"
-VENV=.venv
+VENV="${VENV:-.venv}"
 if [ ! -x "$VENV/bin/python" ]; then
   echo "Creating $VENV ..."
   "$PYTHON" -m venv "$VENV"
@@ -33,14 +49,18 @@ install_torch() {
   fi
 }
 
+# The requested files, in install order (requirements-offline.txt after requirements.txt: it is --no-deps).
+files=(requirements.txt)
+if [ -f requirements-offline.txt ]; then files+=(requirements-offline.txt); fi
+if [ "$DEV" = 1 ]; then files+=(requirements-dev.txt); fi
+if [ "$SERVE" = 1 ]; then files+=(requirements-serve.txt); fi
+
+# One "sha256  file" line per installed file (sha256sum's format); up to date when every requested line is there.
 stamp="$VENV/.requirements.sha256"
-files=(requirements.txt requirements-offline.txt)
-if [ "$DEV" = 1 ]; then
-  files+=(requirements-dev.txt)
-  stamp="$VENV/.requirements-dev.sha256"
-fi
-want=$(cat "${files[@]}" 2>/dev/null | sha256sum | cut -d' ' -f1)
-if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+want=$(sha256sum "${files[@]}")
+missing=$(grep -vxF -f "$stamp" <<<"$want" 2>/dev/null || true)
+if [ ! -f "$stamp" ]; then missing="$want"; fi
+if [ -n "$missing" ]; then
   "$PY" -c "import torch" 2>/dev/null || install_torch
   echo "Installing requirements ..."
   "${PIP[@]}" install -r requirements.txt
@@ -49,6 +69,8 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
       || echo "warning: the offline default voice could not be installed; the app still runs with downloaded models"
   fi
   if [ "$DEV" = 1 ]; then "${PIP[@]}" install -r requirements-dev.txt; fi
+  if [ "$SERVE" = 1 ]; then "${PIP[@]}" install -r requirements-serve.txt; fi
+  # Exactly what was installed now: a file installed earlier but not requested this time is installed again when
+  # next requested (this run's requirements.txt may have moved a version it had pinned).
   echo "$want" > "$stamp"
 fi
-

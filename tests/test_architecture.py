@@ -18,26 +18,31 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "cosyvoice_ui"
 ROOT = "cosyvoice_ui"
 MAX_LINES = 500
-FOLDERS = ("cosyvoice", "offline", "asr", "serving", "studio", "api", "ui", "cli", "web", "testing")
+FOLDERS = ("cosyvoice", "offline", "asr", "serving", "studio", "api", "ui", "cli", "web", "cluster", "testing")
 MODEL_LIBRARIES = {"torch", "onnxruntime", "onnx", "transformers", "pocketsphinx"}
 WEB_LIBRARIES = {"fastapi", "starlette", "uvicorn"}
 UI_LIBRARIES = {"gradio", "gradio_client"}
+SCALE_LIBRARIES = {"ray"}  # the optional extra: only cluster/ may import it
 
 # folder -> (package prefixes it may import besides the root and itself, third-party libraries it must not import)
 ALLOWED: dict[str, tuple[tuple[str, ...], set[str]]] = {
-    "": ((), MODEL_LIBRARIES | WEB_LIBRARIES | UI_LIBRARIES),
-    "cosyvoice": ((), WEB_LIBRARIES | UI_LIBRARIES),
+    "": ((), MODEL_LIBRARIES | WEB_LIBRARIES | UI_LIBRARIES | SCALE_LIBRARIES),
+    "cosyvoice": ((), WEB_LIBRARIES | UI_LIBRARIES | SCALE_LIBRARIES),
     # The offline voice reuses the CosyVoice frontend's resampler and Slaney mel filters (one copy of the DSP).
-    "offline": (("cosyvoice.frontend.features",), WEB_LIBRARIES | UI_LIBRARIES),
+    "offline": (("cosyvoice.frontend.features",), WEB_LIBRARIES | UI_LIBRARIES | SCALE_LIBRARIES),
     # The transcription backend (Whisper through transformers, pocketsphinx): model code over the root only.
-    "asr": ((), WEB_LIBRARIES | UI_LIBRARIES),
-    "serving": (("cosyvoice", "offline", "asr"), WEB_LIBRARIES | UI_LIBRARIES),
+    "asr": ((), WEB_LIBRARIES | UI_LIBRARIES | SCALE_LIBRARIES),
+    "serving": (("cosyvoice", "offline", "asr"), WEB_LIBRARIES | UI_LIBRARIES | SCALE_LIBRARIES),
     # Long-form work (scripts, takes, audiobooks, subtitles) drives an Engine it is given: no model code.
-    "studio": (("serving",), MODEL_LIBRARIES | WEB_LIBRARIES | UI_LIBRARIES),
-    "api": (("serving", "studio"), MODEL_LIBRARIES | UI_LIBRARIES),
-    "ui": (("serving", "studio", "api.service", "api.schemas"), MODEL_LIBRARIES | WEB_LIBRARIES),
-    "cli": (("serving", "studio", "cosyvoice.hub", "cosyvoice.parity", "web"), WEB_LIBRARIES | UI_LIBRARIES),
-    "web": (("cosyvoice", "offline", "asr", "serving", "studio", "api", "ui", "cli"), MODEL_LIBRARIES),
+    "studio": (("serving",), MODEL_LIBRARIES | WEB_LIBRARIES | UI_LIBRARIES | SCALE_LIBRARIES),
+    "api": (("serving", "studio"), MODEL_LIBRARIES | UI_LIBRARIES | SCALE_LIBRARIES),
+    "ui": (("serving", "studio", "api.service", "api.schemas"), MODEL_LIBRARIES | WEB_LIBRARIES | SCALE_LIBRARIES),
+    "cli": (("serving", "studio", "cosyvoice.hub", "cosyvoice.parity", "web", "cluster"),
+            WEB_LIBRARIES | UI_LIBRARIES | SCALE_LIBRARIES),
+    "web": (("cosyvoice", "offline", "asr", "serving", "studio", "api", "ui", "cli"), MODEL_LIBRARIES | SCALE_LIBRARIES),
+    # Scale-out on Ray Serve composes a process like web/ does (the REST app over engine replicas); model code
+    # stays behind serving/, and the UI is a separate thin client.
+    "cluster": (("serving", "api", "web"), MODEL_LIBRARIES | UI_LIBRARIES),
     "testing": (FOLDERS, set()),
 }
 # Where serving/ may reach into a backend (and nothing else of serving/ may): the dispatch by model id, and

@@ -22,7 +22,7 @@ from ..types import Audio, AudioChunk, CheckedRequest, EngineInfo, ProgressCallb
 
 log = logging.getLogger(__name__)
 
-RETRY_RETRY_AFTER_S = 2
+REPLICA_RETRY_AFTER_S = 2
 
 
 class ReplicaLost(RemoteBusy):
@@ -30,7 +30,7 @@ class ReplicaLost(RemoteBusy):
 
     def __init__(self, message: str) -> None:
         super().__init__(message, code="replica_lost")
-        self.retry_after_s = RETRY_RETRY_AFTER_S
+        self.retry_after_s = REPLICA_RETRY_AFTER_S
 
 
 def _lost(exc: BaseException) -> bool:

@@ -18,8 +18,10 @@ WORKER_NAME = "EngineWorker"
 INGRESS_NAME = "Ingress"
 APP_NAME = "cosyvoice"
 DEFAULT_SERVE_PORT = 8000
-UPSCALE_DELAY_S = 2.0
-LOOK_BACK_S = 30.0  # Serve's default averaging window  # a burst should get its second replica in seconds, not Serve's default 30 s
+UPSCALE_DELAY_S = 2.0  # a burst gets its second replica in seconds, not after Serve's default 30 s
+LOOK_BACK_S = 30.0  # Serve's default averaging window
+METRICS_INTERVAL_S = 10.0  # ... and its default metrics period
+DOWNSCALE_DELAY_S = 600.0  # Serve's default wait before it removes one of several replicas
 
 # Settings fields that travel to the replicas (paths as strings); the rest keep their defaults there.
 _SHARED_SETTINGS = ("models_dir", "voices_dir", "glossary_dir", "projects_dir", "device", "precision", "threads",
@@ -87,13 +89,14 @@ class ClusterConfig:
 
         With idle unload off (idle_unload_s 0) the deployment never scales to zero: min_replicas becomes 1."""
         idle = self.settings.idle_unload_s
+        window = min(LOOK_BACK_S, max(2.0, idle)) if idle > 0 else LOOK_BACK_S
         floor = self.min_replicas if idle > 0 else max(1, self.min_replicas)
         config = {"min_replicas": floor, "max_replicas": self.replicas, "initial_replicas": self.replicas,
                   "target_ongoing_requests": self.max_ongoing_requests, "upscale_delay_s": UPSCALE_DELAY_S,
-                  "downscale_delay_s": max(1.0, idle) if idle > 0 else 600.0,
+                  "downscale_delay_s": min(DOWNSCALE_DELAY_S, max(1.0, idle)) if idle > 0 else DOWNSCALE_DELAY_S,
                   # Serve averages load over this window before it decides: its default (30 s) would hold an
-                  # idle replica 30 s past a shorter idle-unload setting
-                  "look_back_period_s": min(LOOK_BACK_S, max(1.0, idle)) if idle > 0 else LOOK_BACK_S}
+                  # idle replica 30 s past a shorter idle-unload setting (the window must exceed the metrics period)
+                  "look_back_period_s": window, "metrics_interval_s": min(METRICS_INTERVAL_S, window / 2)}
         if floor == 0:
             config["downscale_to_zero_delay_s"] = max(1.0, idle)
         return config

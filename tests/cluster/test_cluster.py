@@ -85,6 +85,17 @@ def test_requests_spread_over_replicas(client):
     assert sum(served.values()) == 8
 
 
+def test_mixed_model_burst_does_not_reload(client):
+    """Each replica holds every model (models_per_replica 0): a burst of mixed ids loads each model at most once
+    per replica, instead of a reload per request (Serve's multiplexing with room for one model thrashes)."""
+    with ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(lambda i: tts(client, seed=300 + i, model=("tiny-a", "tiny-b")[i % 2]), range(16)))
+    assert [a.status_code for a in answers] == [200] * 16
+    stats = worker_stats()
+    assert sum(s["loads"] for s in stats.values()) <= 2 * 2, {r: (s["loads"], s["loaded"]) for r, s in stats.items()}
+    assert all(set(s["loaded"]) <= {"tiny-a", "tiny-b"} for s in stats.values())
+
+
 def test_streaming_arrives_in_pieces(client):
     reads, started, first = [], time.perf_counter(), None
     with client.stream("POST", "/tts", json={"text": LONG_TEXT[:400], "mode": "sft", "speaker": SPEAKER,
@@ -167,8 +178,28 @@ def test_replica_killed_mid_request(client):
         assert response.status_code == 503, response.text
         error = response.json()["error"]
         assert error["code"] == "replica_lost" and "Traceback" not in error["message"]
+        assert response.headers["Retry-After"] == "2"
     after = tts(client, seed=32)
     assert after.status_code == 200, after.text
+
+
+def test_a_replica_refusal_arrives_as_our_own_error(cluster):
+    """An error raised inside a replica reaches the ingress as the engine's error, not Ray's wrapper."""
+    from ray import serve
+
+    from cosyvoice_ui.cluster.client import ClusterEngine
+    from cosyvoice_ui.cluster.config import APP_NAME, WORKER_NAME
+    from cosyvoice_ui.errors import InvalidRequest
+    from cosyvoice_ui.serving.backends import describe
+    from cosyvoice_ui.types import Mode, SynthesisRequest
+
+    handle = serve.get_deployment_handle(WORKER_NAME, APP_NAME)
+    info = describe(str(cluster.settings.models_dir / "tiny-a"))
+    engine = ClusterEngine(handle, "not-served", info, lambda: ())
+    with pytest.raises(InvalidRequest) as raised:
+        list(engine.synthesize(SynthesisRequest(mode=Mode.SFT, text="Hello.", speaker=SPEAKER, seed=1)))
+    assert raised.value.code == "model_not_found" and "tiny-a" in str(raised.value)
+    assert "Traceback" not in str(raised.value) and "ray" not in str(raised.value).lower()
 
 
 def test_thin_client_talks_to_the_cluster(cluster):
