@@ -15,6 +15,7 @@ if ! command -v chromium >/dev/null 2>&1 || ! command -v espeak-ng >/dev/null 2>
     echo "Installing chromium, fonts and espeak-ng for the tests ..."
     $SUDO apt-get update -qq || true
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium fonts-noto-cjk fonts-noto-color-emoji espeak-ng \
+      podman runc debootstrap \
       || echo "warning: chromium could not be installed; browser tests will be skipped"
   else
     echo "warning: not root and no sudo: install chromium yourself for the browser tests"

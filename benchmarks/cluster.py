@@ -134,7 +134,7 @@ def cluster_config(root: Path, port: int, **changes):
 def replica_loads() -> int:
     from ray import serve
 
-    from cosyvoice_ui.cluster.config import APP_NAME, WORKER_NAME
+    from cosyvoice_ui.cluster.config import APP_NAME, WORKER_NAME  # the one pool here
 
     handle = serve.get_deployment_handle(WORKER_NAME, APP_NAME)
     seen = {}

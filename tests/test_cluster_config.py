@@ -44,7 +44,7 @@ def test_idle_unload_is_scale_to_zero():
     assert scaling["look_back_period_s"] <= 120
     never = config(settings=Settings(idle_unload_s=0)).autoscaling()
     assert never["min_replicas"] == 1 and "downscale_to_zero_delay_s" not in never
-    assert config().held_models == 2 and config(models_per_replica=1).held_models == 1
+    assert config().held_models() == 2 and config(models_per_replica=1).held_models() == 1
 
 
 @pytest.mark.parametrize("changes, words", [
@@ -54,10 +54,35 @@ def test_idle_unload_is_scale_to_zero():
     ({"min_replicas": 4}, "--min-replicas"),
     ({"replica_cpus": 0, "replica_gpus": 0}, "share of a CPU or a GPU"),
     ({"models_per_replica": -1}, "--models-per-replica"),
+    ({"cpu_models": ("Other",)}, "which --models does not serve"),
+    ({"cpu_models": ("offline-default",), "cpu_replicas": 0}, "--cpu-replicas"),
 ])
 def test_bad_configs_say_what_to_fix(changes, words):
     with pytest.raises(ConfigError, match=words.replace("-", r"\-")):
         config(**changes)
+
+
+def test_the_offline_voice_gets_a_cpu_pool_of_its_own():
+    split = config(replica_gpus=0.5, cpu_models=("offline-default",), cpu_replicas=2, cpu_replica_cpus=1.5)
+    main, cpu = split.pools()
+    assert (main.models, main.gpus, main.replicas) == (("CosyVoice2-0.5B",), 0.5, 3)
+    assert (cpu.models, cpu.gpus, cpu.cpus, cpu.replicas) == (("offline-default",), 0.0, 1.5, 2)
+    assert split.pool_of("offline-default") is not None and split.pool_of("offline-default").name == cpu.name
+    assert split.autoscaling(cpu)["max_replicas"] == 2 and split.worker_actor_options(cpu)["num_gpus"] == 0.0
+    assert split.ingress_capacity() == (3 + 2) * 2
+    assert ClusterConfig.from_args(split.to_args()).pools() == split.pools()
+
+
+def test_cli_puts_the_offline_voice_on_cpu_beside_gpu_replicas():
+    from cosyvoice_ui.cluster.launch import add_cluster_flags, config_from_args
+    from cosyvoice_ui.web.flags import build_parser, settings_from_args
+
+    parser = build_parser()
+    add_cluster_flags(parser)
+    args = parser.parse_args(["--models", "CosyVoice2-0.5B,offline-default", "--replica-gpus", "1"])
+    assert config_from_args(args, settings_from_args(args)).cpu_models == ("offline-default",)
+    args = parser.parse_args(["--models", "CosyVoice2-0.5B,offline-default"])
+    assert config_from_args(args, settings_from_args(args)).cpu_models == ()
 
 
 def test_unknown_args_are_named():
@@ -81,13 +106,16 @@ def test_serve_yaml_is_a_valid_deploy_config_that_builds():
     args = document["applications"][0]["args"]
     app = build(args)  # what `serve deploy` calls on the cluster
     ingress = app._bound_deployment
-    worker = ingress.init_args[0]._bound_deployment
-    assert (ingress.name, worker.name) == ("Ingress", "EngineWorker")
-    scaling = worker._deployment_config.autoscaling_config
+    workers = {name: bound._bound_deployment for name, bound in ingress.init_args[0].items()}
+    assert ingress.name == "Ingress" and sorted(workers) == ["CpuEngineWorker", "EngineWorker"]
+    main, cpu = workers["EngineWorker"], workers["CpuEngineWorker"]
+    scaling = main._deployment_config.autoscaling_config
     assert scaling.min_replicas == 0 and scaling.max_replicas == args["replicas"]
     assert scaling.downscale_to_zero_delay_s == args["settings"]["idle_unload_s"]
-    assert worker.max_ongoing_requests == args["settings"]["concurrency"]
-    assert worker.ray_actor_options["num_gpus"] == args["replica_gpus"]
+    assert main.max_ongoing_requests == args["settings"]["concurrency"]
+    assert main.ray_actor_options["num_gpus"] == args["replica_gpus"]
+    assert cpu.ray_actor_options == {"num_cpus": args["cpu_replica_cpus"], "num_gpus": 0.0}
+    assert cpu._deployment_config.autoscaling_config.max_replicas == args["cpu_replicas"]
 
 
 def _routed(body: bytes, headers: dict[str, str], max_bytes: int = 1000, path: str = "/tts"):
@@ -147,3 +175,54 @@ def test_domain_errors_cross_process_boundaries_as_themselves():
                   ShuttingDown()):
         again = pickle.loads(pickle.dumps(error))
         assert type(again) is type(error) and str(again) == str(error) and again.__dict__ == error.__dict__
+
+
+def test_shared_voices_register_once_per_recording(tmp_path):
+    """A replica registers a saved voice on first use, and again only when its recording changed (a voice
+    deleted and saved again under the same id on another replica)."""
+    from dataclasses import replace
+
+    from cosyvoice_ui.cluster.worker import SharedVoices
+    from cosyvoice_ui.serving.voices import VoiceLibrary
+    from cosyvoice_ui.testing.fakes import FakeEngine
+    from cosyvoice_ui.testing.signals import voice_clip
+
+    class Registering(FakeEngine):
+        def __init__(self) -> None:
+            super().__init__()
+            self.registered: list[str] = []
+
+        def register_voice(self, voice_id, audio, transcript, cache_dir) -> None:
+            self.registered.append(voice_id)
+            self._info = replace(self._info, saved_voices=self._info.saved_voices + (voice_id,))
+
+    library = VoiceLibrary(tmp_path / "voices")
+    voice = library.add("Narrator", voice_clip(4.0, pitch=140.0), "a transcript")
+    engine, shared = Registering(), SharedVoices(library)
+    assert shared.ensure(engine, voice.id) is True
+    assert shared.ensure(engine, voice.id) is False and engine.registered == [voice.id]
+    assert shared.ensure(engine, "nobody") is False and shared.ensure(engine, None) is False
+    library.remove(voice.id)
+    again = library.add("Narrator", voice_clip(4.0, pitch=220.0), "a transcript")
+    assert again.id == voice.id
+    assert shared.ensure(engine, voice.id) is True and engine.registered == [voice.id, voice.id]
+
+
+def test_an_evicted_model_never_drops_a_newer_load(tmp_path):
+    from cosyvoice_ui.cluster.worker import HeldModel, WorkerBase
+
+    class Manager:
+        shutdowns = 0
+
+        def shutdown(self, wait_s: float) -> None:
+            Manager.shutdowns += 1
+
+    worker = WorkerBase(config(settings=Settings(voices_dir=tmp_path / "voices")).to_args())
+    old = HeldModel("CosyVoice2-0.5B", Manager(), worker._released)
+    worker.held["CosyVoice2-0.5B"] = old
+    old.__del__()  # Serve's eviction
+    assert "CosyVoice2-0.5B" not in worker.held
+    newer = HeldModel("CosyVoice2-0.5B", Manager(), worker._released)
+    worker.held["CosyVoice2-0.5B"] = newer
+    old.__del__()  # the garbage collector, later
+    assert worker.held["CosyVoice2-0.5B"] is newer and Manager.shutdowns == 1

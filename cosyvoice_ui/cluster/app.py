@@ -3,30 +3,34 @@
 
 from __future__ import annotations
 
-from .config import INGRESS_NAME, WORKER_NAME, ClusterConfig
+from .config import INGRESS_NAME, ClusterConfig
 
 INGRESS_HEADROOM = 8  # /health, voice listings and docs beside a full queue
 
 
 def build_app(config: ClusterConfig):
-    """The Serve application: `Ingress` (one replica, light) bound to `EngineWorker` (the engine replicas)."""
+    """The Serve application: `Ingress` (one replica, light) bound to one engine deployment per pool
+    (`EngineWorker`, and `CpuEngineWorker` for the CPU-only models)."""
     from ray import serve
 
     from .ingress import ingress_class
     from .worker import worker_class
 
-    worker = serve.deployment(
-        worker_class(config.held_models), name=WORKER_NAME,
-        max_ongoing_requests=config.max_ongoing_requests,
-        autoscaling_config=config.autoscaling(),
-        ray_actor_options=config.worker_actor_options(),
-        graceful_shutdown_timeout_s=60)
+    args = config.to_args()
+    workers = {}
+    for pool in config.pools():
+        worker = serve.deployment(
+            worker_class(config.held_models(pool)), name=pool.name,
+            max_ongoing_requests=config.max_ongoing_requests,
+            autoscaling_config=config.autoscaling(pool),
+            ray_actor_options=config.worker_actor_options(pool),
+            graceful_shutdown_timeout_s=60)
+        workers[pool.name] = worker.bind(args, pool.name)
     ingress = serve.deployment(
         ingress_class(), name=INGRESS_NAME, num_replicas=1,
         max_ongoing_requests=config.settings.queue_size + config.ingress_capacity() + INGRESS_HEADROOM,
         ray_actor_options={"num_cpus": config.ingress_cpus})
-    args = config.to_args()
-    return ingress.bind(worker.bind(args), args)
+    return ingress.bind(workers, args)
 
 
 def build(args: dict):

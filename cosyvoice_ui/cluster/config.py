@@ -15,6 +15,7 @@ from ..errors import ConfigError
 from ..settings import Settings
 
 WORKER_NAME = "EngineWorker"
+CPU_WORKER_NAME = "CpuEngineWorker"
 INGRESS_NAME = "Ingress"
 APP_NAME = "cosyvoice"
 DEFAULT_SERVE_PORT = 8000
@@ -31,6 +32,17 @@ _SHARED_SETTINGS = ("models_dir", "voices_dir", "glossary_dir", "projects_dir", 
 
 
 @dataclass(frozen=True)
+class Pool:
+    """One engine deployment: the models it serves and how its replicas are sized."""
+
+    name: str
+    models: tuple[str, ...]
+    replicas: int
+    cpus: float
+    gpus: float
+
+
+@dataclass(frozen=True)
 class ClusterConfig:
     """A deployment of the engine on Ray Serve.
 
@@ -39,8 +51,10 @@ class ClusterConfig:
     replicas: engine replicas at most (and at start). min_replicas 0 lets an idle deployment scale to zero after
         `settings.idle_unload_s`, the same setting that unloads an idle model in one process.
     replica_cpus / replica_gpus: each replica's share (fractions allowed: 0.5 GPU packs two replicas on one GPU).
-    models_per_replica: how many models one replica keeps loaded (LRU beyond that). 0 = all of `models`, so a
-        burst of mixed ids reloads nothing once each replica has loaded them (size memory for it).
+    models_per_replica: how many models one replica keeps loaded (LRU beyond that). 0 = all of its pool's
+        models, so a burst of mixed ids reloads nothing once each replica has loaded them (size memory for it).
+    cpu_models: models served by a pool of CPU-only replicas of their own (`cpu_replicas` of `cpu_replica_cpus`
+        each), e.g. the offline voice beside GPU replicas of CosyVoice: it never takes a GPU replica's slot.
     """
 
     settings: Settings
@@ -50,6 +64,9 @@ class ClusterConfig:
     replica_cpus: float = 1.0
     replica_gpus: float = 0.0
     models_per_replica: int = 0
+    cpu_models: tuple[str, ...] = ()
+    cpu_replicas: int = 1
+    cpu_replica_cpus: float = 1.0
     ingress_cpus: float = 0.25
     host: str = "127.0.0.1"
     port: int = DEFAULT_SERVE_PORT
@@ -72,6 +89,30 @@ class ClusterConfig:
             raise ConfigError("give each replica a share of a CPU or a GPU (--replica-cpus, --replica-gpus)")
         if self.models_per_replica < 0:
             raise ConfigError("--models-per-replica must be 0 (all models) or more")
+        object.__setattr__(self, "models", tuple(self.models))
+        object.__setattr__(self, "cpu_models", tuple(self.cpu_models))
+        stray = [m for m in self.cpu_models if m not in self.models]
+        if stray:
+            raise ConfigError(f"--cpu-models names {', '.join(stray)}, which --models does not serve; list it in "
+                              "--models too")
+        if self.cpu_models and (self.cpu_replicas < 1 or self.cpu_replica_cpus <= 0):
+            raise ConfigError("the CPU pool needs --cpu-replicas of at least 1 and --cpu-replica-cpus above 0")
+
+    def pools(self) -> tuple[Pool, ...]:
+        """The engine deployments: the main pool (GPU or CPU as sized), and the CPU pool if any."""
+        main = tuple(m for m in self.models if m not in self.cpu_models)
+        pools = [Pool(WORKER_NAME, main, self.replicas, self.replica_cpus, self.replica_gpus)] if main else []
+        if self.cpu_models:
+            pools.append(Pool(CPU_WORKER_NAME, self.cpu_models, self.cpu_replicas, self.cpu_replica_cpus, 0.0))
+        return tuple(pools)
+
+    def pool_of(self, model_id: str) -> Pool:
+        """The pool that serves `model_id` (the first pool for an id no pool serves: it refuses it by name)."""
+        pools = self.pools()
+        return next((p for p in pools if model_id in p.models), pools[0])
+
+    def pool(self, name: str) -> Pool:
+        return next(p for p in self.pools() if p.name == name)
 
     # --- what Serve is given ------------------------------------------------------------------------------
 
@@ -80,18 +121,18 @@ class ClusterConfig:
         """The engine's real concurrency: a replica runs `concurrency` jobs at once (its manager's slots)."""
         return max(1, self.settings.concurrency)
 
-    @property
-    def held_models(self) -> int:
-        return self.models_per_replica or len(self.models)
+    def held_models(self, pool: Pool | None = None) -> int:
+        pool = pool or self.pools()[0]
+        return min(self.models_per_replica, len(pool.models)) if self.models_per_replica else len(pool.models)
 
-    def autoscaling(self) -> dict:
-        """Serve's autoscaling_config: up to `replicas`, down to `min_replicas`, to zero after the idle delay.
-
-        With idle unload off (idle_unload_s 0) the deployment never scales to zero: min_replicas becomes 1."""
+    def autoscaling(self, pool: Pool | None = None) -> dict:
+        """Serve's autoscaling_config of a pool (default: the first): up to its replicas, down to `min_replicas`,
+        to zero after the idle delay. With idle unload off (idle_unload_s 0) a pool never scales to zero."""
+        pool = pool or self.pools()[0]
         idle = self.settings.idle_unload_s
         window = min(LOOK_BACK_S, max(2.0, idle)) if idle > 0 else LOOK_BACK_S
-        floor = self.min_replicas if idle > 0 else max(1, self.min_replicas)
-        config = {"min_replicas": floor, "max_replicas": self.replicas, "initial_replicas": self.replicas,
+        floor = min(self.min_replicas, pool.replicas) if idle > 0 else max(1, min(self.min_replicas, pool.replicas))
+        config = {"min_replicas": floor, "max_replicas": pool.replicas, "initial_replicas": pool.replicas,
                   "target_ongoing_requests": self.max_ongoing_requests, "upscale_delay_s": UPSCALE_DELAY_S,
                   "downscale_delay_s": min(DOWNSCALE_DELAY_S, max(1.0, idle)) if idle > 0 else DOWNSCALE_DELAY_S,
                   # Serve averages load over this window before it decides: its default (30 s) would hold an
@@ -101,12 +142,13 @@ class ClusterConfig:
             config["downscale_to_zero_delay_s"] = max(1.0, idle)
         return config
 
-    def worker_actor_options(self) -> dict:
-        return {"num_cpus": self.replica_cpus, "num_gpus": self.replica_gpus}
+    def worker_actor_options(self, pool: Pool | None = None) -> dict:
+        pool = pool or self.pools()[0]
+        return {"num_cpus": pool.cpus, "num_gpus": pool.gpus}
 
     def ingress_capacity(self) -> int:
         """Jobs the ingress lets run at once: every replica's slots (more wait in its FIFO queue)."""
-        return self.replicas * self.max_ongoing_requests
+        return sum(p.replicas for p in self.pools()) * self.max_ongoing_requests
 
     # --- travelling -------------------------------------------------------------------------------------------
 
@@ -117,8 +159,10 @@ class ClusterConfig:
             value = getattr(self.settings, name)
             shared[name] = str(value) if isinstance(value, Path) else (list(value) if isinstance(value, tuple)
                                                                        else value)
-        args = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("settings", "models")}
-        return {**asdict_plain(args), "models": list(self.models), "settings": shared}
+        args = {f.name: getattr(self, f.name) for f in fields(self)
+                if f.name not in ("settings", "models", "cpu_models")}
+        return {**asdict_plain(args), "models": list(self.models), "cpu_models": list(self.cpu_models),
+                "settings": shared}
 
     @classmethod
     def from_args(cls, args: dict) -> ClusterConfig:
@@ -134,10 +178,11 @@ class ClusterConfig:
             raise ConfigError(f"unknown setting(s) {', '.join(bad)} in the cluster's settings; known: "
                               f"{', '.join(_SHARED_SETTINGS)}")
         settings = settings_from_plain(raw)
-        models = args.pop("models", ())
-        if isinstance(models, str):
-            models = [m.strip() for m in models.split(",") if m.strip()]
-        return cls(settings=settings, models=tuple(models), **args)
+        for name in ("models", "cpu_models"):
+            if isinstance(args.get(name), str):
+                args[name] = [m.strip() for m in args[name].split(",") if m.strip()]
+        return cls(settings=settings, **{**args, "models": tuple(args.get("models", ())),
+                                         "cpu_models": tuple(args.get("cpu_models", ()))})
 
 
 def asdict_plain(values: dict) -> dict:

@@ -26,7 +26,7 @@ from ..serving.voices import VoiceLibrary
 from ..types import EngineInfo
 from ..web.access import SecurityHeaders
 from .client import ClusterEngine, domain_error
-from .config import WORKER_NAME, ClusterConfig
+from .config import ClusterConfig
 
 log = logging.getLogger(__name__)
 
@@ -99,12 +99,13 @@ class ReplicaBook:
             if meta.get("model") not in entry["models"]:
                 entry["models"].append(meta.get("model"))
             entry["jobs"] += 1
-            entry["last_job_s_ago"] = time.monotonic()
+            entry["at"] = time.monotonic()
 
     def snapshot(self) -> dict:
         now = time.monotonic()
         with self._lock:
-            return {rid: {**e, "last_job_s_ago": round(now - e["last_job_s_ago"], 1)} for rid, e in self._seen.items()}
+            return {rid: {"models": list(e["models"]), "jobs": e["jobs"], "last_job_s_ago": round(now - e["at"], 1)}
+                    for rid, e in self._seen.items()}
 
     def clear(self) -> None:
         with self._lock:
@@ -114,9 +115,9 @@ class ReplicaBook:
 class Describer:
     """A model's description: read here when this node has the folder, else asked of a replica; kept once read."""
 
-    def __init__(self, config: ClusterConfig, worker) -> None:
+    def __init__(self, config: ClusterConfig, workers: dict) -> None:
         self.config = config
-        self.worker = worker
+        self.workers = workers
         self._known: dict[str, EngineInfo] = {}
 
     def __call__(self, model_id: str) -> EngineInfo:
@@ -127,7 +128,8 @@ class Describer:
             info = describe(str(folder))
         else:
             try:
-                info = self.worker.describe.remote(model_id).result()
+                worker = self.workers[self.config.pool_of(model_id).name]
+                info = worker.describe.remote(model_id).result()
             except Exception as exc:  # noqa: BLE001 - Ray's wrapper → the replica's own error
                 raise domain_error(exc) from None
         self._known[model_id] = info
@@ -135,29 +137,35 @@ class Describer:
 
 
 def cluster_health(config: ClusterConfig, book: ReplicaBook) -> dict:
-    """The engine deployment's replicas (by state, from Serve's controller) and the models they served."""
+    """Each engine pool's replicas (by state, from Serve's controller) and the models the replicas served."""
     try:
         from ray import serve
 
         app_name = serve.get_replica_context().app_name
-        status = serve.status().applications[app_name].deployments[WORKER_NAME]
-        states = {str(k): int(v) for k, v in status.replica_states.items()}
-        deployment_status = str(getattr(status.status, "value", status.status))
+        deployments = serve.status().applications[app_name].deployments
     except Exception as exc:  # noqa: BLE001 - /health must answer even when the controller does not
         log.warning("serve status unavailable: %s", exc)
-        states, deployment_status = {}, "unknown"
-    running = states.get("RUNNING", 0)
+        deployments = {}
+    pools = {}
+    for pool in config.pools():
+        status = deployments.get(pool.name)
+        states = {str(k): int(v) for k, v in status.replica_states.items()} if status else {}
+        scaling = config.autoscaling(pool)
+        pools[pool.name] = {"status": str(getattr(status.status, "value", status.status)) if status else "unknown",
+                            "models": list(pool.models), "running": states.get("RUNNING", 0), "states": states,
+                            "max": pool.replicas, "min": scaling["min_replicas"], "gpus_each": pool.gpus,
+                            "models_per_replica": config.held_models(pool),
+                            "scale_to_zero_after_s": scaling.get("downscale_to_zero_delay_s")}
+    running = sum(p["running"] for p in pools.values())
     if running == 0:
         book.clear()  # scaled to zero: nothing is loaded anywhere
-    return {"deployment": deployment_status, "replicas": {"running": running, "states": states,
-                                                          "max": config.replicas,
-                                                          "min": config.autoscaling()["min_replicas"]},
-            "models": list(config.models), "models_per_replica": config.held_models,
-            "scale_to_zero_after_s": config.autoscaling().get("downscale_to_zero_delay_s"),
-            "seen": book.snapshot()}
+    main = next(iter(pools.values()))
+    return {"deployment": main["status"], "replicas": {"running": running, "max": sum(p["max"] for p in pools.values()),
+                                                      "min": sum(p["min"] for p in pools.values())},
+            "models": list(config.models), "pools": pools, "seen": book.snapshot()}
 
 
-def build_ingress_app(worker, config: ClusterConfig):
+def build_ingress_app(workers: dict, config: ClusterConfig):
     """The FastAPI app the ingress replica serves (built on the replica, never pickled)."""
     from fastapi import FastAPI
 
@@ -165,9 +173,10 @@ def build_ingress_app(worker, config: ClusterConfig):
     library = VoiceLibrary(settings.voices_dir)
     cache = ResultCache(settings.cache_entries)
     book = ReplicaBook()
-    describer = Describer(config, worker)
+    describer = Describer(config, workers)
 
     def loader(model_id: str, options, progress) -> ClusterEngine:
+        worker = workers[config.pool_of(model_id).name]
         return ClusterEngine(worker, model_id, describer(model_id), library.ids, options.max_text_chars,
                              on_meta=book.saw)
 
@@ -211,12 +220,12 @@ def ingress_class():
 
     @serve.ingress()
     class Ingress:
-        def __init__(self, worker, config_args: dict) -> None:
-            self._worker = worker
+        def __init__(self, workers: dict, config_args: dict) -> None:
+            self._workers = workers  # pool name → the engine deployment's handle
             self._config = ClusterConfig.from_args(config_args)
 
         def __serve_build_asgi_app__(self):
-            return build_ingress_app(self._worker, self._config)
+            return build_ingress_app(self._workers, self._config)
 
     return Ingress
 

@@ -34,7 +34,12 @@ def add_cluster_flags(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--replica-gpus", type=float, default=0.0,
                        help="GPUs per replica: 1 = one each, 0.5 = two replicas share a GPU")
     group.add_argument("--models-per-replica", type=int, default=0,
-                       help="models one replica keeps loaded (LRU beyond); 0 = all of --models")
+                       help="models one replica keeps loaded (LRU beyond); 0 = all of its pool's models")
+    group.add_argument("--cpu-models", default=None, metavar="NAME[,NAME...]",
+                       help="models served by CPU-only replicas of their own; default: offline-default when "
+                            "--replica-gpus is set (the offline voice never takes a GPU replica's slot)")
+    group.add_argument("--cpu-replicas", type=int, default=1, help="CPU-only replicas at most")
+    group.add_argument("--cpu-replica-cpus", type=float, default=1.0, help="CPUs per CPU-only replica")
     group.add_argument("--address", default=None,
                        help="join this Ray cluster (e.g. auto, or HEAD:6379) instead of starting a local one")
     group.add_argument("--ui-port", type=int, default=None,
@@ -42,16 +47,22 @@ def add_cluster_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def config_from_args(args: argparse.Namespace, settings) -> ClusterConfig:
-    from ..serving.backends import default_model_id
+    from ..serving.backends import OFFLINE_ID, default_model_id
 
     models = tuple(m.strip() for m in args.models.split(",") if m.strip())
     if not models:
         models = (Path(default_model_id(settings.model_dir, settings.models_dir)).name,)
         if settings.model_dir is not None:
             settings = settings.with_(models_dir=Path(settings.model_dir).parent)
+    if args.cpu_models is None:
+        cpu_models = (OFFLINE_ID,) if args.replica_gpus > 0 and OFFLINE_ID in models and len(models) > 1 else ()
+    else:
+        cpu_models = tuple(m.strip() for m in args.cpu_models.split(",") if m.strip())
     return ClusterConfig(settings=settings, models=models, replicas=args.replicas, min_replicas=args.min_replicas,
                          replica_cpus=args.replica_cpus, replica_gpus=args.replica_gpus,
-                         models_per_replica=args.models_per_replica, host=settings.host, port=settings.port)
+                         models_per_replica=args.models_per_replica, cpu_models=cpu_models,
+                         cpu_replicas=args.cpu_replicas, cpu_replica_cpus=args.cpu_replica_cpus,
+                         host=settings.host, port=settings.port)
 
 
 def check_access(config: ClusterConfig) -> None:
@@ -72,12 +83,13 @@ def start_ray(address: str | None, config: ClusterConfig) -> None:
     if address:
         ray.init(address=address, runtime_env={"env_vars": env}, log_to_driver=False)
         return
-    needed = config.replicas * config.replica_cpus + config.ingress_cpus + 0.5
+    needed = sum(p.replicas * p.cpus for p in config.pools()) + config.ingress_cpus + 0.5
+    gpus = sum(p.gpus for p in config.pools())
     loopback = config.host in ("127.0.0.1", "localhost")
     if loopback:  # without it Ray swaps 127.0.0.1 for the machine's external address
         os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     ray.init(address="local", include_dashboard=False, num_cpus=max(os.cpu_count() or 1, math.ceil(needed)),
-             num_gpus=None if config.replica_gpus else 0, object_store_memory=LOCAL_OBJECT_STORE_MB * 2**20,
+             num_gpus=None if gpus else 0, object_store_memory=LOCAL_OBJECT_STORE_MB * 2**20,
              runtime_env={"env_vars": env}, log_to_driver=False,
              **({"_node_ip_address": "127.0.0.1"} if loopback else {}))
 
@@ -130,8 +142,9 @@ def main(argv: list[str]) -> int:
     try:
         deploy(config)
         url = f"http://{config.host}:{config.port}"
-        print(f"CosyVoice Studio cluster on {url} ({', '.join(config.models)}; up to {config.replicas} "
-              f"replica(s), ready in {time.perf_counter() - started:.1f} s). Ctrl-C stops it.", file=sys.stderr)
+        pools = "; ".join(f"{p.name}: {', '.join(p.models)} on up to {p.replicas} replica(s)" for p in config.pools())
+        print(f"CosyVoice Studio cluster on {url} ({pools}; ready in {time.perf_counter() - started:.1f} s). "
+              "Ctrl-C stops it.", file=sys.stderr)
         if args.ui_port:
             from ..web.server import serve as serve_ui
 

@@ -24,20 +24,20 @@ from ..serving.manager import ModelManager
 from ..serving.voice_service import register_all
 from ..serving.voices import VoiceLibrary
 from ..types import CheckedRequest, EngineInfo
-from .config import ClusterConfig
+from .config import WORKER_NAME, ClusterConfig
 
 log = logging.getLogger(__name__)
 
 
-def model_path(config: ClusterConfig, model_id: str) -> str:
+def model_path(config: ClusterConfig, model_id: str, served: tuple[str, ...]) -> str:
     """The id a replica loads: the offline voice's id, or the model's folder under models_dir."""
-    if model_id == OFFLINE_ID:
-        return OFFLINE_ID
-    if model_id not in config.models:
+    if model_id not in served:
         from ..errors import InvalidRequest
 
-        raise InvalidRequest("model_not_found", f"this cluster does not serve {model_id!r}; it serves "
-                             f"{', '.join(config.models)}", param="model")
+        raise InvalidRequest("model_not_found", f"these replicas do not serve {model_id!r}; they serve "
+                             f"{', '.join(served)}", param="model")
+    if model_id == OFFLINE_ID:
+        return OFFLINE_ID
     return str(Path(config.settings.models_dir) / model_id)
 
 
@@ -89,21 +89,24 @@ class HeldModel:
         self.model_id = model_id
         self.manager = manager
         self._on_release = on_release
+        self._released = False
 
-    def __del__(self) -> None:  # Serve's multiplexer calls this explicitly on eviction
-        manager = getattr(self, "manager", None)
-        if manager is not None:
-            manager.shutdown(wait_s=60.0)  # running jobs on it finish first
-            self._on_release(self.model_id)
+    def __del__(self) -> None:  # Serve's multiplexer calls this on eviction; the collector may call it again
+        if getattr(self, "_released", True):
+            return
+        self._released = True
+        self.manager.shutdown(wait_s=60.0)  # running jobs on it finish first
+        self._on_release(self)
 
 
 class WorkerBase:
     """The replica's state and methods; `worker_class` adds the multiplexed model getter."""
 
-    def __init__(self, config_args: dict) -> None:
+    def __init__(self, config_args: dict, pool_name: str = WORKER_NAME) -> None:
         from ..serving.memory import set_compute_threads
 
         self.config = ClusterConfig.from_args(config_args)
+        self.pool = self.config.pool(pool_name)
         settings = self.config.settings
         set_compute_threads(settings.threads)
         self.voices = SharedVoices(VoiceLibrary(settings.voices_dir))
@@ -119,7 +122,7 @@ class WorkerBase:
 
     async def _load(self, model_id: str) -> HeldModel:
         settings = self.config.settings
-        target = model_path(self.config, model_id)
+        target = model_path(self.config, model_id, self.pool.models)
 
         def loader(mid, options, progress) -> Engine:
             with self._lock:
@@ -131,25 +134,31 @@ class WorkerBase:
                                concurrency=settings.concurrency, on_load=self.voices.register_all,
                                load_options=settings.load_options())
         held = HeldModel(model_id, manager, self._released)
-        await asyncio.to_thread(manager.engine)  # loaded here, so a reload is counted and never blocks the loop
+        try:
+            await asyncio.to_thread(manager.engine)  # loaded here: a reload is counted and never blocks the loop
+        except BaseException:
+            manager.shutdown(wait_s=0.0)  # its idle watcher too
+            held._released = True
+            raise
         self.held[model_id] = held
         return held
 
-    def _released(self, model_id: str) -> None:
-        self.held.pop(model_id, None)
-        log.info("replica %s released %s", self.replica_id(), model_id)
+    def _released(self, held: HeldModel) -> None:
+        if self.held.get(held.model_id) is held:  # not a newer load of the same model
+            del self.held[held.model_id]
+        log.info("replica %s released %s", self.replica_id(), held.model_id)
 
     async def _current(self) -> HeldModel:
         from ray import serve
 
-        model_id = serve.get_multiplexed_model_id() or self.config.models[0]
-        return await self.model(model_id)  # noqa: the subclass's multiplexed getter
+        model_id = serve.get_multiplexed_model_id() or self.pool.models[0]
+        return await self.model(model_id)  # the multiplexed getter `worker_class` adds
 
     # --- what the ingress calls ---------------------------------------------------------------------------
 
     def describe(self, model_id: str) -> EngineInfo:
         """A model's description without loading it (for an ingress that has no copy of the folder)."""
-        return describe(model_path(self.config, model_id))
+        return describe(model_path(self.config, model_id, self.pool.models))
 
     async def prepare_voice(self, voice_id: str) -> bool:
         """Register a just-saved voice now: its features are computed once and written to the shared folder."""
@@ -212,7 +221,7 @@ class WorkerBase:
         for model_id, held in list(self.held.items()):
             engine = held.manager.loaded
             voices[model_id] = list(engine.info.saved_voices) if engine is not None else []
-        return {"replica": self.replica_id(), "pid": os.getpid(), "models": sorted(self.held),
+        return {"replica": self.replica_id(), "pool": self.pool.name, "pid": os.getpid(), "models": sorted(self.held),
                 "loaded": sorted(m for m, h in self.held.items() if h.manager.loaded is not None),
                 "loads": self.loads, "served": self.served, "cancelled": self.cancelled, "running": self.running,
                 "voices": voices}

@@ -25,13 +25,13 @@ SPEAKER = "英文女"
 LONG_TEXT = " ".join(["This sentence keeps the engine busy for a while, one segment after another."] * 12)
 
 
-def worker_stats(expected: int = 2, tries: int = 60) -> dict[str, dict]:
+def worker_stats(expected: int = 2, tries: int = 60, pool: str = "EngineWorker") -> dict[str, dict]:
     """Every idle replica's own stats, by replica id (a busy replica is skipped by Serve's router)."""
     from ray import serve
 
-    from cosyvoice_ui.cluster.config import APP_NAME, WORKER_NAME
+    from cosyvoice_ui.cluster.config import APP_NAME
 
-    handle = serve.get_deployment_handle(WORKER_NAME, APP_NAME)
+    handle = serve.get_deployment_handle(pool, APP_NAME)
     seen: dict[str, dict] = {}
     for _ in range(tries):
         stats = handle.stats.remote().result(timeout_s=30)
@@ -214,6 +214,21 @@ def test_thin_client_talks_to_the_cluster(cluster):
         assert sum(len(c.samples) for c in chunks) > 0
     finally:
         engine.close()
+
+
+def test_a_cpu_pool_serves_its_own_models(cluster, cluster_root, client):
+    """The offline voice's layout beside GPU replicas: a model of its own CPU-only pool, routed by id."""
+    from cosyvoice_ui.cluster import launch
+
+    launch.deploy(cluster_config(cluster_root, replicas=1, cpu_models=("tiny-b",), cpu_replicas=1))
+    pools = client.get("/health").json()["cluster"]["pools"]
+    assert pools["CpuEngineWorker"]["models"] == ["tiny-b"] and pools["EngineWorker"]["models"] == ["tiny-a"]
+    assert tts(client, seed=51, model="tiny-b").status_code == 200
+    assert tts(client, seed=52).status_code == 200
+    (cpu,) = worker_stats(expected=1, pool="CpuEngineWorker").values()
+    (main,) = worker_stats(expected=1).values()
+    assert cpu["loaded"] == ["tiny-b"] and cpu["served"] == 1
+    assert main["loaded"] == ["tiny-a"] and main["served"] == 1
 
 
 def test_scale_to_zero_and_back(cluster, cluster_root, client):
