@@ -15,6 +15,7 @@ import asyncio
 import logging
 import os
 import threading
+import time
 from pathlib import Path
 
 from ..audio import audio_hash
@@ -27,6 +28,8 @@ from ..types import CheckedRequest, EngineInfo
 from .config import WORKER_NAME, ClusterConfig
 
 log = logging.getLogger(__name__)
+
+PROGRESS_EVERY_S = 0.25  # progress events a replica forwards within one stage
 
 
 def model_path(config: ClusterConfig, model_id: str, served: tuple[str, ...]) -> str:
@@ -180,12 +183,20 @@ class WorkerBase:
         def put(kind: str, payload=None) -> None:
             loop.call_soon_threadsafe(items.put_nowait, (kind, payload))
 
+        last = {"stage": None, "at": 0.0}
+
+        def progress(event) -> None:  # a new stage, else at most a few a second: each one crosses the network
+            now = time.monotonic()
+            if event.stage != last["stage"] or now - last["at"] >= PROGRESS_EVERY_S:
+                last.update(stage=event.stage, at=now)
+                put("progress", event)
+
         def produce() -> None:
             try:
                 with held.manager.job(cancel=cancel) as engine:
                     if request.prompt_audio is None:
                         self.voices.ensure(engine, request.speaker)
-                    for chunk in engine.synthesize(request, progress=lambda e: put("progress", e), cancel=cancel):
+                    for chunk in engine.synthesize(request, progress=progress, cancel=cancel):
                         put("chunk", chunk)
                 put("end")
             except BaseException as exc:  # noqa: BLE001 - delivered to the caller as it is
