@@ -153,6 +153,8 @@ def test_cluster_command_refuses_an_open_public_bind(capsys):
     assert main(["cluster", "--host", "0.0.0.0", "--models", "tiny"]) == 2
     err = capsys.readouterr().err
     assert "--api-key" in err and "Traceback" not in err
+    assert main(["serve", "--ray", "--host", "0.0.0.0", "--models", "tiny"]) == 2  # `serve --ray` is `cluster`
+    assert "without an API key" in capsys.readouterr().err
 
 
 def test_single_process_tts_names_its_model(tmp_path):
