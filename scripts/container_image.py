@@ -213,7 +213,8 @@ class Session:
         except subprocess.TimeoutExpired as exc:
             raise ImageCheckFailed(f"`{' '.join(command)}` ran past {timeout:.0f} s") from exc
         if check and done.returncode != 0:
-            raise ImageCheckFailed(f"`{' '.join(command)}` failed ({done.returncode}):\n{_tail(done.stdout + done.stderr)}")
+            raise ImageCheckFailed(f"`{' '.join(command)}` failed ({done.returncode}):\n"
+                                   f"{_tail(done.stdout + done.stderr)}")
         return done
 
     def phase(self, name: str, started: float) -> None:
