@@ -164,7 +164,10 @@ def test_replica_killed_mid_request(client):
 
     job = threading.Thread(target=long_job)
     job.start()
-    time.sleep(1.5)  # the job is running on one replica now
+    deadline = time.monotonic() + 30
+    while client.get("/health").json()["queue"]["running"] < 1 and time.monotonic() < deadline:
+        time.sleep(0.1)  # until the ingress has sent the job to a replica
+    time.sleep(0.5)  # ... and that replica is synthesizing
     idle = {s["pid"] for s in worker_stats(expected=1, tries=1).values()}
     busy = pids - idle
     assert len(busy) == 1, (pids, idle)
