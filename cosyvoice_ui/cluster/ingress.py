@@ -5,7 +5,7 @@ the result cache, validation, take checks, glossaries and subtitles are exactly 
 request picks its model by `model` in its JSON body (or an `X-Model` header); without one, the first model
 serves. Saved voices live in the shared voices folder, so every ingress and replica sees the same voices.
 
-What stays per ingress replica: the result cache, the FIFO queue and its limit, the rate limiter's counts.
+What stays per ingress replica: the result cache, each model's FIFO queue and its limit, the rate limiter's counts.
 """
 
 from __future__ import annotations
