@@ -54,6 +54,12 @@ class Settings:
     asr_model: str = "auto"  # transcription: "auto" (a downloaded Whisper, else pocketsphinx), or a model name
     take_retries: int = field(default_factory=default_take_retries)  # bad-take retries per segment (0 = check only)
     check_takes: bool = True  # --no-take-check: neither check nor retry takes
+    # --allowed-origin: other web origins whose pages may use this server (CORS with credentials, cross-site POST)
+    allowed_origins: tuple[str, ...] = ()
+    # What the stores keep at most (a clear 507 at the cap; 0 = no cap)
+    max_voices: int = 1000
+    max_glossaries: int = 1000
+    max_projects: int = 1000
     extra: dict = field(default_factory=dict)
 
     def with_(self, **changes: object) -> Settings:

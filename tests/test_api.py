@@ -6,6 +6,8 @@ Orchestration tests use a `FakeEngine` (instant, controllable); end-to-end ones 
 
 from __future__ import annotations
 
+from tests.web_client import LOOPBACK
+
 import base64
 import io
 import json
@@ -59,7 +61,7 @@ def fake_client(tmp_path: Path, engine: Engine | None = None, **settings) -> tup
     app = FastAPI(docs_url=None)
     add_routes(app, manager, config)
     add_docs(app)
-    return TestClient(app), manager, engine
+    return TestClient(app, base_url=LOOPBACK), manager, engine
 
 
 def error_of(response) -> tuple[int, str]:
@@ -76,7 +78,7 @@ def sft(tiny_sft: Path, tmp_path_factory) -> tuple[TestClient, ModelManager]:
     manager = create_manager(settings)
     app = FastAPI()
     add_routes(app, manager, settings)
-    return TestClient(app), manager
+    return TestClient(app, base_url=LOOPBACK), manager
 
 
 def test_tts_returns_base64_audio_with_seed_and_cache_headers(sft) -> None:
@@ -176,7 +178,7 @@ def test_openai_python_client_request_shape(tiny_sft: Path, tmp_path: Path) -> N
                         api_keys=("sk-test",))
     app = FastAPI()
     add_routes(app, create_manager(settings), settings)
-    client = TestClient(app)
+    client = TestClient(app, base_url=LOOPBACK)
     headers = {"Authorization": "Bearer sk-test", "Accept": "application/octet-stream",
                "Content-Type": "application/json", "User-Agent": "OpenAI/Python 1.99.0",
                "X-Stainless-Lang": "python", "X-Stainless-Package-Version": "1.99.0", "X-Stainless-Retry-Count": "0"}
@@ -420,7 +422,7 @@ def test_queue_full_and_model_load_failure(tmp_path: Path) -> None:
     manager = ModelManager("fake", loader=broken, idle_unload_s=0, describe_model=lambda mid: api_engine().info)
     app = FastAPI()
     add_routes(app, manager, Settings(voices_dir=tmp_path / "v"))
-    response = TestClient(app).post("/tts", json={"text": "hi", "speaker": "alice"})
+    response = TestClient(app, base_url=LOOPBACK).post("/tts", json={"text": "hi", "speaker": "alice"})
     assert error_of(response) == (503, "model_unavailable") and "llm.pt" in response.json()["error"]["message"]
 
 
@@ -470,7 +472,7 @@ def test_ui_and_api_share_one_app(tiny_sft: Path, tmp_path: Path) -> None:
 
     settings = Settings(model_dir=tiny_sft, voices_dir=tmp_path / "voices", idle_unload_s=0,
                         extra={"output_dir": str(tmp_path / "outputs")})
-    client = TestClient(create_app(settings))
+    client = TestClient(create_app(settings), base_url=LOOPBACK)
     assert client.get("/health").json()["model"]["state"] == "unloaded"
     assert client.get("/").status_code == 200  # the Gradio UI
     assert "/docs-assets/swagger-ui-bundle.js" in client.get("/docs").text  # not shadowed by the UI at "/"

@@ -8,6 +8,8 @@ be checked on the decoded audio), one end-to-end /tts on the tiny CosyVoice-300M
 
 from __future__ import annotations
 
+from tests.web_client import LOOPBACK
+
 import base64
 import io
 import re
@@ -77,7 +79,7 @@ def client_for(tmp_path: Path, engine: FakeEngine | None = None, **settings) -> 
     app = FastAPI(docs_url=None)
     add_routes(app, manager, config)
     add_docs(app)
-    return TestClient(app), engine, manager
+    return TestClient(app, base_url=LOOPBACK), engine, manager
 
 
 def error_of(response) -> tuple[int, str]:
@@ -363,7 +365,7 @@ def test_tts_with_subtitles_and_a_glossary_on_the_tiny_model(tiny_sft: Path, tmp
     manager = create_manager(settings)
     app = FastAPI()
     add_routes(app, manager, settings)
-    client = TestClient(app)
+    client = TestClient(app, base_url=LOOPBACK)
     try:
         response = client.post("/tts", json={"text": "Nguyen said hello.", "speaker": "英文女", "seed": 3,
                                              "subtitles": "srt", "glossary": {"Nguyen": "Win"}, "take_retries": 1})

@@ -8,6 +8,8 @@ end-to-end run on the tiny Whisper (random weights: its words are noise, but rea
 
 from __future__ import annotations
 
+from tests.web_client import LOOPBACK
+
 import base64
 import io
 import shutil
@@ -65,7 +67,7 @@ def client_for(tmp_path: Path, **settings) -> TestClient:
                            describe_model=lambda mid: engine.info)
     app = FastAPI(docs_url=None)
     add_routes(app, manager, config)
-    return TestClient(app)
+    return TestClient(app, base_url=LOOPBACK)
 
 
 @pytest.fixture()

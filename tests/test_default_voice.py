@@ -6,6 +6,8 @@ tiny base model (no presets: the built-in example voice speaks) through /tts and
 
 from __future__ import annotations
 
+from tests.web_client import LOOPBACK
+
 import base64
 import io
 import json
@@ -245,7 +247,7 @@ def base_client(tiny_base: Path, tmp_path_factory) -> tuple[TestClient, Path]:
     settings = Settings(model_dir=tiny_base, voices_dir=voices, device="cpu", idle_unload_s=0, rate_limit_per_min=0)
     app = FastAPI()
     add_routes(app, create_manager(settings), settings)
-    return TestClient(app), voices
+    return TestClient(app, base_url=LOOPBACK), voices
 
 
 def test_base_model_speaks_text_alone_with_the_builtin_voice(base_client) -> None:

@@ -136,7 +136,7 @@ def test_store_saves_lists_reads_back_and_removes(tmp_path: Path) -> None:
     assert store.save(Glossary("names", "Names", (GlossaryEntry("Nguyen", "Nwin"),))).entries[0].pronunciation == "Nwin"
     assert [g.id for g in store.list()] == ["names", "names-2"]
     assert json.loads((tmp_path / "glossaries" / "names.json").read_text(encoding="utf-8"))["name"] == "Names"
-    assert not list((tmp_path / "glossaries").glob(".*"))  # no temp file left beside
+    assert not list((tmp_path / "glossaries").glob(".*.tmp"))  # no temp file left beside
     with pytest.raises(InvalidRequest) as caught:
         store.require("places")
     assert caught.value.code == "glossary_unknown" and "names, names-2" in caught.value.message

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from tests.web_client import LOOPBACK
+
 import base64
 import io
 import socket
@@ -63,7 +65,7 @@ def thin_client(url: str, tmp_path: Path, key: str = KEY) -> TestClient:
     settings = Settings(engine_url=url, api_keys=(key,), voices_dir=tmp_path / "pi-voices", idle_unload_s=0)
     app = FastAPI()
     add_routes(app, create_manager(settings), settings)
-    return TestClient(app, headers={"Authorization": f"Bearer {key}"})
+    return TestClient(app, headers={"Authorization": f"Bearer {key}"}, base_url=LOOPBACK)
 
 
 @pytest.fixture(scope="module")
@@ -235,7 +237,7 @@ def test_thin_client_reads_the_family_facts_of_a_v3_instance(tiny_v3: Path, tmp_
     app = FastAPI()
     add_routes(app, manager, settings)
     try:
-        payload = TestClient(app).get("/v1/models").json()
+        payload = TestClient(app, base_url=LOOPBACK).get("/v1/models").json()
         local = load_engine(tiny_v3, device="cpu").info
         remote_info = info_from_models(payload, "http://gpu-box:7860")
     finally:

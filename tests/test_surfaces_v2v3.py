@@ -4,6 +4,8 @@ test_engine_v2v3.py): every mode, `instructions` with a saved voice, /v1/models'
 
 from __future__ import annotations
 
+from tests.web_client import LOOPBACK
+
 import base64
 import io
 from pathlib import Path
@@ -105,7 +107,7 @@ def api(model_dir: Path, tmp_path: Path):
     app = FastAPI()
     add_routes(app, manager, settings)
     try:
-        yield TestClient(app)
+        yield TestClient(app, base_url=LOOPBACK)
     finally:
         manager.shutdown()
 

@@ -12,12 +12,13 @@ from typing import Annotated
 from fastapi import Depends, Request
 
 from .schemas import error_responses
-from .security import Guard
+from .security import Guard, client_address
 from .service import ApiService
 
 # Every status a route can answer is declared (the schema fuzz test holds the app to it). The guard and the
-# upload cap answer 401/403/429/413 on every protected route; each route adds its own.
-ERRORS = error_responses(401, 403, 413, 429)
+# upload cap answer 401/403/429/413 on every protected route, the origin guard 403/421 and the JSON depth cap
+# 400; each route adds its own.
+ERRORS = error_responses(400, 401, 403, 413, 421, 429)
 SYNTHESIS_ERRORS = error_responses(400, 404, 415, 422, 502, 503)  # bad body, unknown voice/model, engine
 
 
@@ -32,7 +33,7 @@ def client_id(request: Request) -> str:
     """Authentication, then the rate limit: the first thing every protected route runs (before its body
     is even parsed, so unauthenticated callers learn nothing). Returns the client id."""
     guard: Guard = request.app.state.api_guard
-    return guard(request.headers, request.client.host if request.client else None)
+    return guard(request.headers, client_address(request.client.host if request.client else None, request.headers))
 
 
 Service = Annotated[ApiService, Depends(api_service)]

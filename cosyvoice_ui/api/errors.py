@@ -18,7 +18,8 @@ from .studio_service import GlossaryNotFound
 from ..errors import Cancelled, CosyVoiceError, InvalidRequest
 from ..serving.manager import ShuttingDown
 from ..serving.remote import RemoteBusy, RemoteError
-from ..serving.voices import VoiceStoreUnwritable
+from ..serving.voices import VoiceNameTaken, VoiceStoreUnwritable
+from ..store_index import StoreFull
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +31,8 @@ STATUS_BY_ERROR: dict[type[BaseException], int] = {
     PayloadTooLarge: 413,
     VoiceNotFound: 404,
     VoiceStoreUnwritable: 409,  # the voices folder is read-only or full: nothing was changed
+    VoiceNameTaken: 409,  # every id made from the name is taken
+    StoreFull: 507,  # the store holds as many items as --max-voices / --max-glossaries allow
     ModelNotFound: 404,
     GlossaryNotFound: 404,
     InvalidRequest: 422,  # the request is well-formed but this model cannot serve it as given
@@ -43,6 +46,7 @@ STATUS_BY_ERROR: dict[type[BaseException], int] = {
 # Errors the back ends raise as a plain `InvalidRequest` whose code says more than "422".
 STATUS_BY_CODE: dict[str, int] = {
     "glossary_store_unwritable": 409,  # the glossary folder is read-only or full: nothing was changed
+    "glossary_name_taken": 409,  # every id made from the name is taken
 }
 
 ERROR_TYPES = {401: "authentication_error", 403: "permission_error", 404: "not_found_error",

@@ -28,6 +28,7 @@ from __future__ import annotations
 import base64
 import logging
 import sys
+from pathlib import Path
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
@@ -39,11 +40,12 @@ from .schemas import (InstructionRecord, ModelList, ModelRecord, SpeechBody, Spe
                       TTSResult, VoiceBody, VoiceList, VoiceRecord)
 from .schemas import audio_response, error_responses
 from .routes_studio import STUDIO_ROUTERS, STUDIO_JSON_ROUTES
-from .security import Guard, UploadLimit
+from .security import Guard, JsonDepthLimit, UploadLimit
 from .service import ApiService, Finished, Prepared
 from .studio_service import glossary_label, subtitle_text, take_records
 from .stream import STREAM_FORMATS, audio_body, guarded, sse_body
 from ..audio import MEDIA_TYPES, encode
+from ..redact import public_url, without_paths
 from ..errors import InvalidRequest
 from ..serving.manager import ModelManager
 from ..settings import Settings
@@ -62,7 +64,9 @@ FORM_TYPE = b"application/x-www-form-urlencoded"
 
 class FormBodyAsJson:
     """`curl URL -d '{"text": ...}'` labels its JSON body as a form. The JSON-only routes never take
-    forms, so there that label is read as JSON (a body that is not JSON still gets a clear 400)."""
+    forms, so there that label is read as JSON (a body that is not JSON still gets a clear 400) — but only for
+    a client that is no web page: a browser may send a form to another site without asking it first, so a
+    form from a page stays a form (and is refused as not JSON)."""
 
     def __init__(self, app, paths: tuple[str, ...] = JSON_ONLY_ROUTES) -> None:
         self.app = app
@@ -71,11 +75,16 @@ class FormBodyAsJson:
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] == "http" and scope.get("method") == "POST" and scope["path"] in self.paths:
             headers = scope.get("headers", [])
-            if any(k.lower() == b"content-type" and v.split(b";")[0].strip().lower() == FORM_TYPE
+            if not _from_a_page(headers) and any(k.lower() == b"content-type" and v.split(b";")[0].strip().lower() == FORM_TYPE
                    for k, v in headers):
                 scope = dict(scope, headers=[(k, b"application/json") if k.lower() == b"content-type" else (k, v)
                                              for k, v in headers])
         await self.app(scope, receive, send)
+
+
+def _from_a_page(headers) -> bool:
+    """A browser sends `Origin` or `Sec-Fetch-*` with a form; curl and SDKs send neither."""
+    return any(k.lower() == b"origin" or k.lower().startswith(b"sec-fetch-") for k, _ in headers)
 
 
 def add_docs(app, title: str = "CosyVoice Studio API") -> bool:
@@ -118,8 +127,9 @@ def add_routes(app, manager: ModelManager, settings: Settings, service: ApiServi
     service = service or ApiService(manager, settings)
     app.state.api = service
     app.state.api_guard = Guard(settings)
+    app.add_middleware(JsonDepthLimit)  # inside the upload cap: the body it reads is bounded
     app.add_middleware(UploadLimit, max_bytes=int(settings.max_upload_mb * 2**20))
-    app.add_middleware(FormBodyAsJson)
+    app.add_middleware(FormBodyAsJson)  # outermost: curl's form label is JSON before the JSON checks look
     add_error_handlers(app)
     for router in (speech_routes, voice_routes, *STUDIO_ROUTERS, service_routes, probe_routes):
         app.include_router(router)  # service_routes' catch-all of unknown /v1 paths comes after every route
@@ -258,7 +268,7 @@ def voice_record(service: ApiService, voice: SavedVoice, ready: bool | None = No
 
 
 @voice_routes.post("/v1/voices", status_code=201, response_model=VoiceRecord, openapi_extra=VOICE_UPLOAD,
-                   responses=error_responses(400, 409, 415, 422, 502, 503),
+                   responses=error_responses(400, 409, 415, 422, 502, 503, 507),
              summary="Save a cloned voice (prompt audio + transcript) and get its id")
 async def add_voice(request: Request, service: Service):
     # The body is read by hand: it is JSON or multipart, which one declared body parameter cannot be.
@@ -346,16 +356,19 @@ def _capabilities(info) -> dict:
 def health(request: Request, service: Service):
     status = service.manager.status()
     guard: Guard = request.app.state.api_guard
+    settings = service.settings
+    roots = (settings.models_dir, settings.model_dir.parent if settings.model_dir else None, Path.cwd())
+    model = {k: getattr(status, k) for k in ("state", "model", "device", "error", "load_fraction", "load_message")}
+    model.update(error=without_paths(status.error, roots), load_message=without_paths(status.load_message, roots))
     return {
         "status": "error" if status.state == "error" else "ok",
-        "model": {k: getattr(status, k) for k in ("state", "model", "device", "error", "load_fraction",
-                                                  "load_message")},
+        "model": model,
         "queue": {"running": status.running, "queued": status.queued, "limit": service.settings.queue_size},
         "memory": {"rss_mb": status.rss_mb, "baseline_rss_mb": status.baseline_rss_mb, **_gpu_memory()},
         "idle_unload_s": status.idle_unload_s,
         "default_voice": _ref_dict(service.default_voice()),
         "api_key_required": bool(guard.keys) or guard.refuses_all,
-        "engine_url": service.settings.engine_url,
+        "engine_url": public_url(settings.engine_url),
         **({"cluster": cluster()} if (cluster := getattr(request.app.state, "cluster_health", None)) else {}),
     }
 

@@ -41,7 +41,7 @@ STUDIO_JSON_ROUTES = ("/v1/glossaries", "/v1/glossaries/preview", "/v1/transcrib
 
 BODY_ERRORS = error_responses(400, 415, 422)  # not JSON, not an object, bad fields
 GLOSSARY_ID_ERRORS = error_responses(404)
-STORE_ERRORS = error_responses(409)  # the glossary folder cannot be written
+STORE_ERRORS = error_responses(409, 507)  # the glossary folder cannot be written, ids taken, the store is full
 AUDIO_ERRORS = error_responses(400, 415, 422, 503)  # bad body or audio, no recogniser, the recogniser failed
 
 

@@ -191,16 +191,21 @@ class ErrorBody(BaseModel):
 
 # What each error status means on this API (the /docs text), and the headers it carries.
 ERROR_STATUSES: dict[int, str] = {
-    400: "The body is not valid JSON.",
+    400: "The body is not valid JSON (or nests deeper than 64 levels).",
     401: "An API key is needed and was missing or wrong (WWW-Authenticate: Bearer).",
-    403: "The server is reachable from the network with no API key set: the REST API is off.",
+    403: "The server is reachable from the network with no API key set: the REST API is off; or the request "
+         "came from another web site's page (see docs/SECURITY.md).",
     404: "No such saved voice or model name.",
-    409: "The saved-voice store cannot be written (read-only or full); nothing was changed.",
+    409: "The store cannot be written (read-only or full), or every id made from the name is taken; nothing was "
+         "changed.",
     413: "The body or a recording in it is over the upload limit (--max-upload-mb).",
+    421: "A loopback server was addressed by another host name (a DNS-rebinding page): use localhost or "
+         "127.0.0.1, or start it with --allowed-origin.",
     415: "The body is not JSON (or, where the route takes it, multipart/form-data).",
     422: "The request is well-formed but cannot be served as given (the message says what to change).",
     429: "Over the per-client rate limit; Retry-After says when to try again.",
     502: "The remote engine this server forwards to failed.",
+    507: "The store holds as many items as this server keeps (--max-voices, --max-glossaries): delete one first.",
     503: "The model cannot be loaded, the queue is full or the server is shutting down (Retry-After when "
          "it is worth retrying).",
 }

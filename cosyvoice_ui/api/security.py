@@ -15,6 +15,7 @@ The rate limit counts requests per client (its API key, else its IP) in a slidin
 from __future__ import annotations
 
 import math
+import re
 import secrets
 import threading
 import time
@@ -63,6 +64,71 @@ class RateLimiter:
             return None
 
 
+class FailureBackoff:
+    """Per-client back-off after wrong passwords or API keys: the first `free` failures cost nothing (typos), each
+    further one locks the client out for twice as long as the last (1 s, 2 s, 4 s ... up to `max_s`), and a
+    success or `forget_s` without failures forgets the client. A guesser gets a few hundred tries a day instead
+    of thousands a second; the table is bounded."""
+
+    def __init__(self, free: int = 5, base_s: float = 1.0, max_s: float = 300.0, forget_s: float = 900.0,
+                 clock: Callable[[], float] = time.monotonic, max_clients: int = 10_000) -> None:
+        self.free, self.base_s, self.max_s, self.forget_s = free, base_s, max_s, forget_s
+        self.clock = clock
+        self.max_clients = max_clients
+        self._clients: dict[str, tuple[int, float, float]] = {}  # client → (failures, last failure, locked until)
+        self._lock = threading.Lock()
+
+    def locked_for(self, client: str) -> float | None:
+        """Seconds until `client` may try again, or None when it may now."""
+        with self._lock:
+            entry = self._clients.get(client)
+            if entry is None:
+                return None
+            now = self.clock()
+            if now - entry[1] > self.forget_s:
+                del self._clients[client]
+                return None
+            return entry[2] - now if entry[2] > now else None
+
+    def failed(self, client: str) -> float | None:
+        """Count a failure; returns the lock-out it starts (None while failures are still free)."""
+        now = self.clock()
+        with self._lock:
+            failures, last, _ = self._clients.get(client, (0, now, 0.0))
+            if now - last > self.forget_s:
+                failures = 0
+            failures += 1
+            lock = 0.0 if failures <= self.free else min(self.max_s, self.base_s * 2 ** (failures - self.free - 1))
+            self._clients[client] = (failures, now, now + lock)
+            if len(self._clients) > self.max_clients:
+                for key in [k for k, v in self._clients.items() if now - v[1] > self.forget_s or v[2] <= now]:
+                    del self._clients[key]
+            return lock or None
+
+    def succeeded(self, client: str) -> None:
+        with self._lock:
+            self._clients.pop(client, None)
+
+
+def client_address(peer: str | None, headers) -> str:
+    """Who is asking, for back-off and rate limits: the peer's address, or, when the peer is this machine (the
+    share tunnel, a reverse proxy on loopback), the address that proxy put last in X-Forwarded-For (the ones
+    before it are the client's own words)."""
+    peer = peer or "unknown"
+    if peer in ("127.0.0.1", "::1") or peer.startswith("127."):
+        forwarded = [part.strip() for part in str(headers.get("x-forwarded-for") or "").split(",") if part.strip()]
+        if forwarded:
+            return forwarded[-1][:64]
+    return peer
+
+
+def retry_message(what: str, seconds: float) -> tuple[str, dict[str, str]]:
+    """The words and the Retry-After header of a back-off refusal."""
+    wait = max(1, math.ceil(seconds))
+    return (f"too many wrong {what} from this address: wait {wait} s before the next try (each further wrong try "
+            "doubles the wait)", {"Retry-After": str(wait)})
+
+
 def request_key(headers: dict[str, str] | object) -> str | None:
     """The API key a request carries (Bearer token or X-API-Key), or None."""
     auth = headers.get("authorization") or ""
@@ -76,11 +142,13 @@ def request_key(headers: dict[str, str] | object) -> str | None:
 class Guard:
     """The check every protected route runs first: authentication, then the rate limit."""
 
-    def __init__(self, settings: Settings, limiter: RateLimiter | None = None) -> None:
+    def __init__(self, settings: Settings, limiter: RateLimiter | None = None,
+                 backoff: FailureBackoff | None = None) -> None:
         self.keys = tuple(k for k in settings.api_keys if k)
         self.public = settings.is_public
         self.open = settings.no_auth
         self.limiter = limiter or RateLimiter(rate_limit_of(settings))
+        self.backoff = backoff or FailureBackoff()  # wrong keys (shared with the login form and Gradio's API)
 
     @property
     def refuses_all(self) -> bool:
@@ -98,11 +166,21 @@ class Guard:
             if key is None:
                 raise ApiError(401, "api_key_missing", "this server needs an API key: send 'Authorization: Bearer "
                                "KEY' or 'X-API-Key: KEY'", {"WWW-Authenticate": "Bearer"})
-            if not any(secrets.compare_digest(key.encode(), k.encode()) for k in self.keys):
+            address = "ip:" + (client_host or "unknown")
+            locked = self.backoff.locked_for(address)
+            if locked is not None:
+                message, retry = retry_message("API keys", locked)
+                raise ApiError(429, "auth_backoff", message, retry)
+            if not self.accepts(key):
+                self.backoff.failed(address)
                 raise ApiError(401, "api_key_invalid", "the API key is not valid for this server",
                                {"WWW-Authenticate": "Bearer"})
+            self.backoff.succeeded(address)
             return "key:" + key
         return "ip:" + (client_host or "unknown")
+
+    def accepts(self, key: str) -> bool:
+        return any(secrets.compare_digest(key.encode(), k.encode()) for k in self.keys)
 
     def __call__(self, headers, client_host: str | None) -> str:
         client = self.authenticate(headers, client_host)
@@ -112,6 +190,98 @@ class Guard:
             raise ApiError(429, "rate_limited", f"too many requests: the limit is {self.limiter.limit} per minute "
                            f"per client; retry in {seconds} s", {"Retry-After": str(seconds)})
         return client
+
+
+# --- JSON nesting cap (ASGI middleware) -------------------------------------------------------------------
+
+MAX_JSON_DEPTH = 64  # our bodies nest 4 levels deep; Python's decoder gives up near 1000 with a RecursionError
+_STRUCTURE = re.compile(rb'[\[\]{}"\\]')
+
+
+def json_depth(body: bytes, stop_at: int = MAX_JSON_DEPTH) -> int:
+    """How deep the arrays and objects of a JSON text nest (strings skipped), counted in one pass; stops
+    early once past `stop_at`. Linear in the body's length."""
+    if body.count(b"[") + body.count(b"{") <= stop_at:  # cannot be deeper than its brackets: the common case
+        return 0
+    depth = deepest = 0
+    in_string = escaped = False
+    for match in _STRUCTURE.finditer(body):
+        char = match.group(0)
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == b"\\":
+                escaped = match.end() < len(body)  # the next byte is escaped: look at it only if it is structural
+                if escaped and body[match.end():match.end() + 1] not in b'[]{}"\\':
+                    escaped = False
+            elif char == b'"':
+                in_string = False
+        elif char == b'"':
+            in_string = True
+        elif char in (b"[", b"{"):
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if deepest > stop_at:
+                    return deepest
+        elif char in (b"]", b"}"):
+            depth -= 1
+    return deepest
+
+
+class JsonDepthLimit:
+    """Refuses a JSON body nested deeper than MAX_JSON_DEPTH with a 400 before any route parses it (Python's
+    decoder would raise a RecursionError, a 500, on hand-parsed routes). Runs inside the upload cap, so the
+    body it holds is bounded; a long body is scanned in a worker thread, off the event loop."""
+
+    def __init__(self, app, prefixes: tuple[str, ...] = API_PREFIXES, max_depth: int = MAX_JSON_DEPTH) -> None:
+        self.app = app
+        self.prefixes = prefixes
+        self.max_depth = max_depth
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http" or scope.get("method") not in ("POST", "PUT", "PATCH") \
+                or not scope["path"].startswith(self.prefixes) or not _is_json(scope):
+            await self.app(scope, receive, send)
+            return
+        chunks, more = [], True
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":
+                await self.app(scope, _replay([message]), send)
+                return
+            chunks.append(message.get("body", b""))
+            more = message.get("more_body", False)
+        body = b"".join(chunks)
+        if len(body) > 65536:
+            from anyio import to_thread
+
+            depth = await to_thread.run_sync(json_depth, body, self.max_depth)
+        else:
+            depth = json_depth(body, self.max_depth)
+        if depth > self.max_depth:
+            await _json_error(send, 400, "json_too_deep", f"the JSON body nests arrays or objects more than "
+                              f"{self.max_depth} levels deep; send the flat shape the API documents (GET /docs)")
+            return
+        await self.app(scope, _replay([{"type": "http.request", "body": body, "more_body": False}], receive), send)
+
+
+def _is_json(scope) -> bool:
+    for key, value in scope.get("headers", []):
+        if key.lower() == b"content-type":
+            kind = value.split(b";")[0].strip().lower()
+            return kind == b"application/json" or kind.endswith(b"+json")
+    return False
+
+
+async def _json_error(send, status: int, code: str, message: str) -> None:
+    import json
+
+    body = json.dumps({"error": {"code": code, "message": message, "type": "invalid_request_error",
+                                 "param": None}}).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
 
 
 # --- upload size cap (ASGI middleware) --------------------------------------------------------------------

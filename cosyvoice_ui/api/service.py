@@ -121,6 +121,21 @@ def instruct_takes_voice(info: EngineInfo | None) -> bool:
     return bool(info and info.instruct_voice and Mode.INSTRUCT in info.modes)
 
 
+def _base64_audio(text: str, what: str) -> bytes:
+    """A base64 string, or a data: URL (`data:audio/wav;base64,...`), → the file's bytes."""
+    if text[:5].lower() == "data:":
+        head, comma, text = text.partition(",")
+        if not comma or not head.lower().endswith(";base64"):  # no payload, or percent-encoded text
+            raise InvalidRequest("audio_not_base64", f"{what} is a data: URL but not a base64 one; send "
+                                 "data:audio/wav;base64,<the file in base64>, or the base64 text alone",
+                                 what=what)
+    try:
+        return base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        raise InvalidRequest("audio_not_base64", f"{what} must be a base64-encoded audio file (wav, flac, "
+                             "mp3 or ogg)", what=what) from None
+
+
 class ApiService:
     """Request building, validation, queueing, caching and saved voices for the REST API.
 
@@ -145,22 +160,19 @@ class ApiService:
 
     # --- building requests ----------------------------------------------------------------------------
 
-    def decode_audio(self, data: str | bytes | None, what: str) -> Audio | None:
-        """Base64 (optionally a data: URL) or raw bytes → Audio; size-capped like uploads."""
+    def decode_audio(self, data: str | bytes | None, what: str,
+                     limits: audio_utils.AudioLimits = audio_utils.PROMPT_LIMITS) -> Audio | None:
+        """Base64 (optionally a data: URL) or raw bytes → Audio; size-capped like uploads, decoded within the
+        door's `limits` (a voice prompt by default)."""
         if data is None or data == "":
             return None
         if isinstance(data, str):
-            text = data.split(",", 1)[1] if data.startswith("data:") else data
-            try:
-                data = base64.b64decode(text, validate=True)
-            except (binascii.Error, ValueError):
-                raise InvalidRequest("audio_not_base64", f"{what} must be a base64-encoded audio file (wav, flac, "
-                                     "mp3 or ogg)", what=what) from None
+            data = _base64_audio(data, what)
         if len(data) > self.max_upload_bytes:
             raise PayloadTooLarge(f"the {what} is {len(data) / 2**20:.1f} MB; the limit is "
                                   f"{self.settings.max_upload_mb:g} MB (--max-upload-mb)",
                                   size_mb=round(len(data) / 2**20, 1), limit_mb=self.settings.max_upload_mb)
-        return audio_utils.read_audio(data, what=what)
+        return audio_utils.read_audio(data, what=what, limits=limits)
 
     def saved_voice(self, voice_id: str, mode: Mode, info: EngineInfo | None = None) -> SavedVoice:
         voice = self.library.require(voice_id)
@@ -193,11 +205,12 @@ class ApiService:
                 mode = Mode.INSTRUCT  # instruct2: the style text, spoken in the given voice
         if voice is not None:
             self.saved_voice(voice.id, mode, info)
+        prompt = self.decode_audio(body.prompt_audio, "prompt_audio")
+        source = self.decode_audio(body.source_audio, "source_audio", audio_utils.SOURCE_LIMITS)
         request = SynthesisRequest(
-            mode=mode, text=body.text, prompt_audio=self.decode_audio(body.prompt_audio, "prompt_audio"),
+            mode=mode, text=body.text, prompt_audio=prompt,
             prompt_text=body.prompt_text, instruct_text=body.instruct_text,
-            speaker=voice.id if voice else speaker,
-            source_audio=self.decode_audio(body.source_audio, "source_audio"), speed=body.speed, seed=body.seed,
+            speaker=voice.id if voice else speaker, source_audio=source, speed=body.speed, seed=body.seed,
             stream=body.stream, text_frontend=body.text_frontend, voice_match=body.voice_match)
         request, ref = self.voices.apply(request, info, mode_given=bool(body.mode))
         if ref is not None and ref.kind == "saved":

@@ -25,6 +25,7 @@ from ..serving.result_cache import ResultCache
 from ..serving.voices import VoiceLibrary
 from ..types import EngineInfo
 from ..web.access import SecurityHeaders
+from ..web.origin import OriginGuard, SameOrigin
 from .client import ClusterEngine, domain_error
 from .config import ClusterConfig
 
@@ -170,7 +171,7 @@ def build_ingress_app(workers: dict, config: ClusterConfig):
     from fastapi import FastAPI
 
     settings = config.settings.with_(host=config.host, port=config.port, engine_url=None)
-    library = VoiceLibrary(settings.voices_dir)
+    library = VoiceLibrary(settings.voices_dir, settings.max_voices)
     cache = ResultCache(settings.cache_entries)
     book = ReplicaBook()
     describer = Describer(config, workers)
@@ -210,6 +211,7 @@ def build_ingress_app(workers: dict, config: ClusterConfig):
     app.state.cluster_health = lambda: cluster_health(config, book)
     add_docs(app)
     app.add_middleware(ModelRouting, max_bytes=int(settings.max_upload_mb * 2**20))
+    app.add_middleware(OriginGuard, policy=SameOrigin.for_bind(config.host, settings.allowed_origins))
     app.add_middleware(SecurityHeaders, hsts=False)
     return app
 

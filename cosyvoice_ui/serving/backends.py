@@ -21,6 +21,11 @@ class ModelChoice:
     model_id: str  # a folder path, or OFFLINE_ID
     label: str
     label_key: str = ""  # the UI's string-table key of a localised label ("" = show `label`)
+    key: str = ""  # what a page sees instead of the path: the folder below --models-dir (or its name), OFFLINE_ID
+
+    @property
+    def public_key(self) -> str:
+        return self.key or Path(self.model_id).name
 
 
 def name_key(model_id: str) -> str:
@@ -32,10 +37,21 @@ def model_choices(models_dir: Path | None, current_id: str) -> list[ModelChoice]
     """The folders under `models_dir` (and the current model if it lives elsewhere), then the offline voice."""
     from ..cosyvoice.hub import find_models
 
-    found = [ModelChoice(str(p), p.name) for p in find_models(models_dir)] if models_dir else []
+    found = [ModelChoice(str(p), p.name, key=_below(p, models_dir)) for p in find_models(models_dir)] \
+        if models_dir else []
     if current_id != OFFLINE_ID and all(c.model_id != current_id for c in found):
-        found.insert(0, ModelChoice(current_id, Path(current_id).name))
-    return found + [ModelChoice(OFFLINE_ID, "Offline default (no download)", OFFLINE_NAME_KEY)]
+        name = Path(current_id).name
+        key = name if all(c.public_key != name for c in found) else f"{name} (--model-dir)"
+        found.insert(0, ModelChoice(current_id, name, key=key))
+    return found + [ModelChoice(OFFLINE_ID, "Offline default (no download)", OFFLINE_NAME_KEY, key=OFFLINE_ID)]
+
+
+def _below(path: Path, root: Path) -> str:
+    """`path` relative to `root` (posix), or its name when it is not below it."""
+    try:
+        return Path(path).resolve().relative_to(Path(root).resolve()).as_posix()
+    except (ValueError, OSError):
+        return Path(path).name
 
 
 def default_model_id(model_dir: Path | None, models_dir: Path) -> str:

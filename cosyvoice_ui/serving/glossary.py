@@ -21,7 +21,6 @@ import json
 import logging
 import re
 import threading
-import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -29,6 +28,8 @@ from typing import TYPE_CHECKING
 
 from ..errors import InvalidRequest
 from ..files import write_atomic
+from ..ids import is_id, normal_id, slug
+from ..store_index import StoreIndex, check_room, entries_of
 from ..types import EngineInfo, Mode, SynthesisRequest
 from .glossary_hints import CMU, HINT_KINDS, PINYIN, HintError, canonical_hint, guess_kind, looks_like_hint
 
@@ -44,7 +45,8 @@ MAX_ENTRIES = 500
 MAX_WORD_CHARS = 64
 MAX_PRONUNCIATION_CHARS = 200
 MAX_NAME_CHARS = 80
-_ID = re.compile(r"^\w[\w-]{0,63}$")
+MAX_SAME_NAME = 999  # ids made from one name: name, name-2, ... name-999
+MAX_FILE_BYTES = 4 * 2**20  # a stored glossary is at most 500 short entries: far smaller
 # Letters and digits that make a word boundary (Latin, Greek, Cyrillic); CJK, kana and hangul do not.
 _WORDISH = r"0-9A-Za-z\u00C0-\u024F\u0370-\u03FF\u0400-\u04FF"
 _EDGE = re.compile(f"[{_WORDISH}]")
@@ -243,8 +245,11 @@ def from_json(data: str | bytes | Mapping | list) -> Glossary:
             raise InvalidRequest("glossary_invalid", f"glossary format version {version!r} is not supported (this "
                                  f"app reads version {FORMAT_VERSION})", version=str(version))
         glossary_id = str(data.get("id") or "")
-        if glossary_id and not _ID.match(glossary_id):
-            raise InvalidRequest("glossary_invalid", "a glossary id is letters, digits, '_' and '-' (up to 64)")
+        if glossary_id:
+            glossary_id = normal_id(glossary_id) or ""
+            if not glossary_id:
+                raise InvalidRequest("glossary_invalid", "a glossary id is letters, digits, '_' and '-' (up to "
+                                     "64), with no spaces or control characters")
         return make_glossary(str(data.get("name") or ""), data.get("entries") or [],
                              bool(data.get("case_sensitive", False)), glossary_id)
     return make_glossary("", data)
@@ -345,31 +350,56 @@ def preview(engine: Engine | None, text: str, glossary: Glossary | Iterable[Glos
 # --- the store ---------------------------------------------------------------------------------------------
 
 class GlossaryStore:
-    """The saved glossaries in one folder, one `<id>.json` each (written atomically). Thread-safe."""
+    """The saved glossaries in one folder, one `<id>.json` each (written atomically), listed from an index
+    (`store_index.py`), at most `limit` of them (0: no cap). Thread-safe."""
 
-    def __init__(self, folder: str | Path) -> None:
+    def __init__(self, folder: str | Path, limit: int = 0) -> None:
         self.root = Path(folder)
+        self.limit = limit
         self._lock = threading.Lock()
+        self.index = StoreIndex(self.root, self._records, self._summary)
+
+    def _records(self):
+        for entry in entries_of(self.root):
+            stem, dot, suffix = entry.name.rpartition(".")
+            if dot and suffix == "json" and is_id(stem) and entry.is_file():
+                yield stem, Path(entry.path)
+
+    def _summary(self, glossary_id: str, path: Path) -> dict | None:
+        glossary = self._read(glossary_id, path)
+        return glossary.to_dict() if glossary is not None else None
 
     def ids(self) -> tuple[str, ...]:
-        if not self.root.is_dir():
-            return ()
-        return tuple(sorted(p.stem for p in self.root.glob("*.json") if _ID.match(p.stem)))
+        return tuple(sorted(self.index.summaries()))
 
     def list(self) -> list[Glossary]:
-        """Every readable glossary, by name."""
-        found = [g for g in map(self.get, self.ids()) if g is not None]
+        """Every readable glossary, by name (from the index: only changed files are read)."""
+        found = []
+        for glossary_id, data in self.index.summaries().items():
+            try:
+                found.append(replace(from_json(data), id=glossary_id))
+            except InvalidRequest:  # an index written by an older rule: read the file itself
+                glossary = self.get(glossary_id)
+                if glossary is not None:
+                    found.append(glossary)
         return sorted(found, key=lambda g: (g.name.casefold(), g.id))
 
     def get(self, glossary_id: str) -> Glossary | None:
         """The glossary, or None when there is no such (readable) glossary."""
-        if not isinstance(glossary_id, str) or not _ID.match(glossary_id):
+        canonical = normal_id(glossary_id)
+        if canonical is None:
             return None
+        return self._read(canonical, self.root / f"{canonical}.json")
+
+    def _read(self, glossary_id: str, path: Path) -> Glossary | None:
         try:
-            text = (self.root / f"{glossary_id}.json").read_text(encoding="utf-8")
+            if path.stat().st_size > MAX_FILE_BYTES:
+                log.warning("glossary %s is over %d bytes; skipped", glossary_id, MAX_FILE_BYTES)
+                return None
+            text = path.read_text(encoding="utf-8")
         except FileNotFoundError:
             return None
-        except OSError as exc:
+        except (OSError, UnicodeDecodeError) as exc:
             log.warning("glossary %s is unreadable (%s); skipped", glossary_id, exc)
             return None
         try:
@@ -387,16 +417,27 @@ class GlossaryStore:
         return glossary
 
     def save(self, glossary: Glossary) -> Glossary:
-        """Store `glossary` (re-checked); without an id it gets a new one from its name. Returns it with its id."""
+        """Store `glossary` (re-checked); without an id it gets a new one from its name. Returns it with its id.
+        A new glossary past the store's cap is refused (`StoreFull`); so is a name whose ids are all taken."""
         checked = make_glossary(glossary.name, glossary.entries, glossary.case_sensitive)
         with self._lock:
             glossary_id = glossary.id
-            if glossary_id and not _ID.match(glossary_id):
-                raise InvalidRequest("glossary_invalid", "a glossary id is letters, digits, '_' and '-' (up to 64)")
+            if glossary_id:
+                glossary_id = normal_id(glossary_id)
+                if glossary_id is None:
+                    raise InvalidRequest("glossary_invalid", "a glossary id is letters, digits, '_' and '-' (up to "
+                                         "64), with no spaces or control characters")
+            taken = set(self.ids())
             if not glossary_id:
                 base = _slug(checked.name)
-                taken = set(self.ids())
-                glossary_id = next(c for c in (base, *(f"{base}-{n}" for n in range(2, 10_000))) if c not in taken)
+                glossary_id = next((c for c in (base, *(f"{base[:42]}-{n}" for n in range(2, MAX_SAME_NAME + 1)))
+                                    if c not in taken), None)
+                if glossary_id is None:
+                    raise InvalidRequest("glossary_name_taken", f"{MAX_SAME_NAME} glossaries already have ids made "
+                                         f"from the name {checked.name!r}; choose another name, or delete some",
+                                         name=checked.name, limit=MAX_SAME_NAME)
+            if glossary_id not in taken:
+                check_room(len(taken), self.limit, "glossary", "--max-glossaries")
             stored = replace(checked, id=glossary_id)
             try:
                 self.root.mkdir(parents=True, exist_ok=True)
@@ -409,11 +450,12 @@ class GlossaryStore:
 
     def remove(self, glossary_id: str) -> bool:
         """Delete a saved glossary; False when there was none."""
-        if not isinstance(glossary_id, str) or not _ID.match(glossary_id):
+        canonical = normal_id(glossary_id)
+        if canonical is None:
             return False
         with self._lock:
             try:
-                (self.root / f"{glossary_id}.json").unlink()
+                (self.root / f"{canonical}.json").unlink()
                 return True
             except FileNotFoundError:
                 return False
@@ -421,8 +463,7 @@ class GlossaryStore:
 
 def _slug(name: str) -> str:
     """A readable id from a name: lower case, word characters and dashes ("Place names" → "place-names")."""
-    slug = re.sub(r"[^\w-]+", "-", unicodedata.normalize("NFKC", name).strip().lower()).strip("-_")
-    return slug[:48].strip("-_") or "glossary"
+    return slug(name, "glossary")
 
 
 def resolve_glossary(store: GlossaryStore | None, value: object) -> Glossary | None:

@@ -23,13 +23,14 @@ import secrets
 import shutil
 import threading
 import time
-import unicodedata
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from .. import audio as audio_utils
 from ..errors import InvalidRequest
 from ..files import is_stale, sweep_stale_temp, write_atomic
+from ..ids import is_id, normal_id, slug as id_slug
+from ..store_index import StoreIndex, check_room, entries_of
 from ..types import Audio
 from ..validation import check_characters
 
@@ -41,8 +42,7 @@ DEFAULT_FILE = "default.json"  # which saved voice speaks when a request names n
 RESERVED_IDS = ("default", "builtin")  # mean the default and the built-in voice (default_voice.py)
 MAX_NAME_CHARS = 100
 MAX_TRANSCRIPT_CHARS = 1000
-# Ids are URL path segments and folder names: word characters (any script) and dashes, no dots or slashes.
-_ID = re.compile(r"^\w[\w-]{0,63}$")
+MAX_RECORD_BYTES = 64 * 1024  # voice.json holds a name (100 chars) and a transcript (1000 chars)
 # A voice is written in a hidden folder and renamed into place whole; a removed one is renamed away first.
 # `.staging-PID-HEX` / `.trash-PID-HEX`: a killed process's leftovers are swept by the next library.
 _SCRATCH = re.compile(r"^\.(?:staging|trash)-(\d+)-[0-9a-f]{8}$")
@@ -82,11 +82,17 @@ class SavedVoice:
         return asdict(self)
 
 
+class VoiceNameTaken(InvalidRequest):
+    """Every id made from this name is taken (HTTP 409)."""
+
+    def __init__(self, slug: str) -> None:
+        super().__init__("voice_name_taken", f"too many voices are named like {slug!r}; choose another name",
+                         name=slug)
+
+
 def slugify(name: str) -> str:
     """A readable id from a display name: lower case, word characters and dashes ("My Voice!" → "my-voice")."""
-    text = unicodedata.normalize("NFKC", name).strip().lower()
-    slug = re.sub(r"[^\w-]+", "-", text).strip("-_")
-    return slug[:48].strip("-_") or "voice"
+    return id_slug(name, "voice")
 
 
 class VoiceLibrary:
@@ -96,9 +102,11 @@ class VoiceLibrary:
     the voice's folder) and does not know which engine is loaded. Safe to use from several threads.
     """
 
-    def __init__(self, voices_dir: str | Path) -> None:
+    def __init__(self, voices_dir: str | Path, limit: int = 0) -> None:
         self.root = Path(voices_dir)
+        self.limit = limit  # voices kept at most (0: no cap)
         self._lock = threading.Lock()
+        self.index = StoreIndex(self.root, self._records, self._summary)
         self.sweep()
 
     def sweep(self) -> None:
@@ -114,32 +122,41 @@ class VoiceLibrary:
             match = _SCRATCH.match(entry.name)
             if match and is_stale(int(match.group(1)), entry):
                 shutil.rmtree(entry, ignore_errors=True)
-            elif entry.is_dir() and _ID.match(entry.name):
+            elif entry.is_dir() and is_id(entry.name):
                 sweep_stale_temp(entry)
 
     # --- reading ------------------------------------------------------------------------------------
 
+    def _records(self):
+        for entry in entries_of(self.root):
+            if is_id(entry.name) and entry.is_dir():
+                yield entry.name, Path(entry.path) / VOICE_FILE
+
+    def _summary(self, voice_id: str, path: Path) -> dict | None:
+        voice = self._read(voice_id, path)
+        return voice.to_dict() if voice is not None else None
+
     def ids(self) -> tuple[str, ...]:
         """Ids of the complete voices (a folder without voice.json, e.g. an interrupted add, is ignored)."""
-        if not self.root.is_dir():
-            return ()
-        return tuple(sorted(p.name for p in self.root.iterdir()
-                            if p.is_dir() and _ID.match(p.name) and (p / VOICE_FILE).is_file()))
+        return tuple(sorted(self.index.summaries()))
 
     def list(self) -> list[SavedVoice]:
-        voices = []
-        for voice_id in self.ids():
-            voice = self.get(voice_id)
-            if voice is not None:
-                voices.append(voice)
-        return voices
+        """Every readable voice, by id (from the index: only records that changed are read)."""
+        summaries = self.index.summaries()
+        return [SavedVoice(**summaries[voice_id]) for voice_id in sorted(summaries)]
 
     def get(self, voice_id: str) -> SavedVoice | None:
         """The voice's record, or None when there is no such (readable) voice."""
-        if not isinstance(voice_id, str) or not _ID.match(voice_id):
+        canonical = normal_id(voice_id)
+        if canonical is None:
             return None
-        path = self.root / voice_id / VOICE_FILE
+        return self._read(canonical, self.root / canonical / VOICE_FILE)
+
+    def _read(self, voice_id: str, path: Path) -> SavedVoice | None:
         try:
+            if path.stat().st_size > MAX_RECORD_BYTES:
+                log.warning("saved voice %s has an oversized record; skipped", voice_id)
+                return None
             data = json.loads(path.read_text(encoding="utf-8"))
             return SavedVoice(id=voice_id, name=str(data["name"]), transcript=str(data.get("transcript", "")),
                               created=str(data["created"]), sample_rate=int(data["sample_rate"]),
@@ -160,9 +177,10 @@ class VoiceLibrary:
 
     def path(self, voice_id: str) -> Path:
         """The voice's folder (where backends cache its features)."""
-        if not _ID.match(voice_id):
-            raise InvalidRequest("voice_unknown", f"{voice_id!r} is not a valid voice id", voice=voice_id)
-        return self.root / voice_id
+        canonical = normal_id(voice_id)
+        if canonical is None:
+            raise InvalidRequest("voice_unknown", f"{voice_id!r} is not a valid voice id", voice=str(voice_id))
+        return self.root / canonical
 
     def default_id(self) -> str | None:
         """The saved voice marked as the default (None when none is, or it was deleted)."""
@@ -210,6 +228,7 @@ class VoiceLibrary:
             raise InvalidRequest("transcript_too_long", f"the transcript has {len(transcript)} characters; the limit "
                                  f"is {MAX_TRANSCRIPT_CHARS} (a prompt is 3-30 seconds of speech)",
                                  chars=len(transcript), limit=MAX_TRANSCRIPT_CHARS)
+        check_room(len(self.ids()), self.limit, "voice", "--max-voices")  # before the work; again under the lock
         trimmed = audio_utils.check_prompt(audio)
         # float32 keeps the samples exact, so features recomputed later equal the first ones.
         wav = io.BytesIO()
@@ -232,8 +251,10 @@ class VoiceLibrary:
 
     def remove(self, voice_id: str) -> bool:
         """Delete a voice and its cached features. Returns False when there was no such voice."""
-        if self.get(voice_id) is None:
+        voice = self.get(voice_id)
+        if voice is None:
             return False
+        voice_id = voice.id
         trash = self.root / f".trash-{os.getpid()}-{secrets.token_hex(4)}"
         try:  # one rename: the voice is whole or gone, never half-deleted (e.g. on a read-only store)
             os.rename(self.root / voice_id, trash)
@@ -248,6 +269,7 @@ class VoiceLibrary:
     def _claim(self, slug: str, reserved: set[str], staging: Path, voice: SavedVoice) -> SavedVoice:
         """Move the written `staging` folder into place under the first free id: slug, slug-2, slug-3, ..."""
         with self._lock:
+            check_room(len(self.ids()), self.limit, "voice", "--max-voices")
             for n in range(1, 10_000):
                 candidate = slug if n == 1 else f"{slug[:44]}-{n}"
                 if candidate in reserved or (self.root / candidate).exists():
@@ -262,5 +284,5 @@ class VoiceLibrary:
                         continue
                     raise
                 return voice
-        raise InvalidRequest("voice_name_taken", f"too many voices are named like {slug!r}; choose another name")
+        raise VoiceNameTaken(slug)
 

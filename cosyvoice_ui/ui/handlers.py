@@ -69,7 +69,7 @@ class Handlers:
         self.voices = voices  # optional saved-voice library (REST API issue); None = feature off
         self.resolver = VoiceResolver(voices, settings.default_voice,
                                       cache_root=None if voices is not None else settings.voices_dir)
-        self.glossaries = GlossaryStore(settings.glossary_dir)
+        self.glossaries = GlossaryStore(settings.glossary_dir, settings.max_glossaries)
         self._stops: dict[str, threading.Event] = {}
         self._lock = threading.Lock()
 

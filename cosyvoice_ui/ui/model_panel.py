@@ -8,8 +8,10 @@ request's Accept-Language (handlers take a `request: gr.Request`).
 # No `from __future__ import annotations`: Gradio finds `request: gr.Request` by evaluated annotations.
 import logging
 from dataclasses import dataclass
+from pathlib import Path
 
 from ..errors import CosyVoiceError
+from ..redact import without_paths
 from ..serving.manager import ModelManager
 from ..settings import Settings
 from ..types import ProgressEvent
@@ -54,7 +56,8 @@ def state_markdown(manager: ModelManager, lang: str = "en") -> str:
         left = max(0.0, manager.idle_unload_s - s.idle_for_s)
         parts.append(strings.label("state_release", lang).format(seconds=left))
     text = " · ".join(parts)
-    return text + (f"\n\n{strings.prefixed('state_failed', s.error, lang)}" if s.error else "")
+    error = without_paths(s.error, (manager.models_dir, Path(manager.model_id).parent, Path.cwd()))
+    return text + (f"\n\n{strings.prefixed('state_failed', error, lang)}" if s.error else "")
 
 
 def build_model_panel(manager: ModelManager, settings: Settings, t, page=None) -> ModelPanel:
@@ -63,12 +66,19 @@ def build_model_panel(manager: ModelManager, settings: Settings, t, page=None) -
 
     from ..serving.backends import download_model, downloadable_models
 
+    # The page sees each model by its public key (its folder below --models-dir), never by its path.
     def choices():
-        return [(t(key) if (key := strings.name_key(c)) else c.label, c.model_id) for c in manager.choices()]
+        return [(t(key) if (key := strings.name_key(c)) else c.label, c.public_key) for c in manager.choices()]
+
+    def key_of(model_id: str) -> str:
+        return next((c.public_key for c in manager.choices() if c.model_id == str(model_id)), "")
+
+    def model_of(key: str) -> str | None:
+        return next((c.model_id for c in manager.choices() if c.public_key == key), None)
 
     with gr.Accordion(t("model_panel"), open=False, elem_id="model-panel"):
         with gr.Row():
-            model = gr.Dropdown(choices(), value=manager.model_id, label=t("model"), scale=3)
+            model = gr.Dropdown(choices(), value=key_of(manager.model_id), label=t("model"), scale=3)
             refresh = gr.Button(t("refresh"), size="sm", scale=0)
         state = gr.Markdown(state_markdown(manager), elem_id="model-state")
         with gr.Row():
@@ -81,8 +91,12 @@ def build_model_panel(manager: ModelManager, settings: Settings, t, page=None) -
             fetch = gr.Button(t("download"), size="sm", scale=0)
     timer = gr.Timer(2.0)  # outside the accordion: a timer inside a collapsed one never ticks
 
-    def on_select(model_id: str, request: gr.Request):
+    def on_select(key: str, request: gr.Request):
         lang = _lang(request)
+        model_id = model_of(key)
+        if model_id is None:  # a folder removed since the list was drawn
+            gr.Warning(strings.label("model_gone", lang))
+            return state_markdown(manager, lang)
         try:
             manager.select(model_id)
         except CosyVoiceError as exc:
@@ -115,7 +129,7 @@ def build_model_panel(manager: ModelManager, settings: Settings, t, page=None) -
             gr.Warning(strings.prefixed("download_failed", exc, lang))
             return gr.update(choices=choices()), state_markdown(manager, lang)
         gr.Info(strings.label("download_ready", lang).format(name=name))
-        return gr.update(choices=choices(), value=str(path)), state_markdown(manager, lang)
+        return gr.update(choices=choices(), value=key_of(str(path))), state_markdown(manager, lang)
 
     def refresh_state(request: gr.Request):
         return state_markdown(manager, _lang(request))

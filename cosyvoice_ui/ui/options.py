@@ -92,7 +92,7 @@ def build_options(manager: ModelManager, t, settings: Settings | None = None) ->
     from ..serving.glossary import GlossaryStore
 
     settings = settings or Settings()
-    store = GlossaryStore(settings.glossary_dir)
+    store = GlossaryStore(settings.glossary_dir, settings.max_glossaries)
     with gr.Accordion(t("options"), open=False):
         with gr.Row():
             normalize = gr.Checkbox(value=True, label=t("normalize"))

@@ -138,6 +138,7 @@ LABELS_EN: dict[str, str] = {
     "state_failed": "Loading failed:",
     "offline_choice": "Offline default voice (no download)",
     "unload_nothing": "The model is busy or not loaded; nothing was released.",
+    "model_gone": "That model folder is no longer there; press Refresh to see the models now.",
     "download_ready": "{name} is downloaded and listed under “Model folder”.",
     "download_failed": "The download did not finish:",
     "load_failed": "The model could not be loaded:",
@@ -269,6 +270,7 @@ LABELS_ZH: dict[str, str] = {
     "state_failed": "加载失败：",
     "offline_choice": "离线默认声音（无需下载）",
     "unload_nothing": "模型正忙或未加载，没有释放任何内容。",
+    "model_gone": "该模型文件夹已不存在；请点“刷新”查看当前的模型。",
     "download_ready": "{name} 已下载，可在“模型文件夹”中选择。",
     "download_failed": "下载未完成：",
     "load_failed": "无法加载模型：",
@@ -303,6 +305,12 @@ MESSAGES_ZH: dict[str, str] = {
     "prompt_silent": "{what_zh}是静音；请检查麦克风后重新录制。",
     "audio_unreadable": "无法读取{what_zh}；请上传 WAV、FLAC、MP3 或 OGG 文件。",
     "audio_too_short": "录音太短，无法提取语音特征。",
+    "audio_too_many_channels": "{what_zh}有 {channels} 个声道，最多只能读取 {max_channels} 个；请导出为单声道或立体声。",
+    "audio_rate_unsupported": "{what_zh}的采样率为 {rate} Hz，只能读取 {min_rate}-{max_rate} Hz 的录音；"
+                              "请以 16、24 或 48 kHz 导出。",
+    "audio_too_large": "{what_zh}太大，无法读取：{seconds} 秒、{channels} 个声道、{rate} Hz，这里最多只能读取 "
+                       "{max_seconds} 秒；请导出为 16 或 24 kHz 的单声道，或剪短。",
+    "audio_too_long": "{what_zh}长 {seconds} 秒，超过 {max_seconds:.0f} 秒上限；请分成较短的部分重新生成。",
     "text_empty": "合成文本为空；请输入要朗读的内容。",
     "text_too_long": "文本有 {chars} 个字符，超过上限 {limit}；请拆分文本。",
     "text_unspeakable": "文本中没有可朗读的内容（只有标点或符号）。",

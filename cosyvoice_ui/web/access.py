@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..api.security import request_key
+from ..api.security import FailureBackoff, client_address, request_key, retry_message
 from ..settings import Settings
 
 log = logging.getLogger(__name__)
@@ -154,10 +154,11 @@ def _error_body(code: str, message: str) -> bytes:
 class GradioApiGate:
     """While a login is required, `/gradio_api/...` needs a UI session or a valid API key (401 otherwise)."""
 
-    def __init__(self, app, access: Access, sessions: GradioSessions) -> None:
+    def __init__(self, app, access: Access, sessions: GradioSessions, backoff: FailureBackoff | None = None) -> None:
         self.app = app
         self.access = access
         self.sessions = sessions
+        self.backoff = backoff or FailureBackoff()
 
     async def __call__(self, scope, receive, send) -> None:
         path = scope.get("path", "")
@@ -167,13 +168,20 @@ class GradioApiGate:
         gated = path.startswith(GRADIO_API) or path in GRADIO_CONFIG
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
         key = request_key(headers)
+        address = "ip:" + client_address((scope.get("client") or ("",))[0], headers)
+        if key is not None and (locked := self.backoff.locked_for(address)) is not None:
+            message, retry = retry_message("API keys", locked)
+            await _refuse(send, "auth_backoff", message, 429, retry)
+            return
         if key is not None and self.access.accepts_key(key):  # everywhere: gradio_client asks /config first
+            self.backoff.succeeded(address)
             await self.app(_with_cookie(scope, self.sessions.key_cookie()), receive, send)
             return
         if not gated:  # the page, its assets and the REST API (whose Guard checks keys itself)
             await self.app(scope, receive, send)
             return
         if key is not None:
+            self.backoff.failed(address)
             await _refuse(send, "api_key_invalid", "the API key is not valid for this server")
             return
         if self.sessions.logged_in(headers.get("cookie", "")):
@@ -190,10 +198,50 @@ def _with_cookie(scope, cookie: bytes):
     return dict(scope, headers=headers + [(b"cookie", existing + b"; " + cookie if existing else cookie)])
 
 
-async def _refuse(send, code: str, message: str) -> None:
-    await send({"type": "http.response.start", "status": 401,
-                "headers": [(b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")]})
+async def _refuse(send, code: str, message: str, status: int = 401, headers: dict[str, str] | None = None) -> None:
+    extra = [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
+    challenge = [(b"www-authenticate", b"Bearer")] if status == 401 else []
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), *challenge, *extra]})
     await send({"type": "http.response.body", "body": _error_body(code, message)})
+
+
+LOGIN_PATHS = ("/login", "/login/")
+
+
+class LoginBackoff:
+    """The login form's back-off: a client that keeps sending wrong passwords to `/login` waits longer after
+    each one (`FailureBackoff`, shared with wrong API keys); while it waits it gets 429 with Retry-After and the
+    password is not even checked. A right password clears it."""
+
+    def __init__(self, app, backoff: FailureBackoff) -> None:
+        self.app = app
+        self.backoff = backoff
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http" or scope.get("method") != "POST" or scope.get("path") not in LOGIN_PATHS:
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        address = "ip:" + client_address((scope.get("client") or ("",))[0], headers)
+        locked = self.backoff.locked_for(address)
+        if locked is not None:
+            message, retry = retry_message("passwords", locked)
+            body = json.dumps({"detail": message}).encode()  # Gradio's login page shows `detail`
+            await send({"type": "http.response.start", "status": 429, "headers": [
+                (b"content-type", b"application/json"), (b"retry-after", retry["Retry-After"].encode())]})
+            await send({"type": "http.response.body", "body": body})
+            return
+
+        async def watch(message) -> None:
+            if message["type"] == "http.response.start":
+                if message["status"] == 200:
+                    self.backoff.succeeded(address)
+                elif 400 <= message["status"] < 500:
+                    self.backoff.failed(address)
+            await send(message)
+
+        await self.app(scope, receive, watch)
 
 
 # --- security headers (ASGI, the whole app) ------------------------------------------------------------

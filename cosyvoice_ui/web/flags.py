@@ -29,6 +29,16 @@ def _auth_pairs(values: list[str], auth_file: Path | None) -> tuple[tuple[str, s
     return tuple(pairs)
 
 
+def _origins(values: list[str]) -> tuple[str, ...]:
+    from ..errors import InvalidRequest
+    from .origin import parse_origin
+
+    try:
+        return tuple(dict.fromkeys(parse_origin(v) for v in values or ()))
+    except InvalidRequest as exc:
+        raise SystemExit(f"error: {exc.message}") from None
+
+
 class PrecisionChoices:
     """`--precision`'s choices, `cosyvoice/precision.py`'s PRECISIONS, read only when the flag is given or help
     is shown: that module loads torch, which commands that never load a model should not wait for."""
@@ -76,6 +86,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-auth", action="store_true",
                    help="serve --share or a non-loopback --host without the generated login and key (anyone who "
                         "can reach it can use it)")
+    p.add_argument("--allowed-origin", action="append", default=[], metavar="ORIGIN",
+                   help="a web origin (e.g. https://studio.example.org) whose pages may use this server: it may post "
+                        "to it and read its answers with the login cookie (repeatable; by default only the "
+                        "server's own page and the share link may)")
     p.add_argument("--idle-unload", type=float, default=600.0, metavar="SECONDS",
                    help="release the model after this many idle seconds (0 = never)")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
@@ -109,6 +123,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="where script projects and audiobook jobs are kept (one folder each)")
     p.add_argument("--glossary-dir", type=Path, default=Path("glossaries"),
                    help="where saved pronunciation glossaries are kept")
+    p.add_argument("--max-voices", type=int, default=1000, metavar="N",
+                   help="saved voices kept at most (saving one more is refused until one is deleted; 0 = no cap)")
+    p.add_argument("--max-glossaries", type=int, default=1000, metavar="N",
+                   help="saved glossaries kept at most (0 = no cap)")
+    p.add_argument("--max-projects", type=int, default=1000, metavar="N",
+                   help="script projects and audiobook jobs kept at most (0 = no cap)")
     p.add_argument("--asr-model", default="auto", metavar="NAME",
                    help="speech recognition for Transcribe: auto (a downloaded Whisper model, else pocketsphinx "
                         "for English) or a model name under --models-dir/asr")
@@ -140,6 +160,8 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         default_voice=args.default_voice, voice_aliases_file=args.voice_aliases, mcp=args.mcp,
         projects_dir=args.projects_dir, glossary_dir=args.glossary_dir, asr_model=args.asr_model,
         take_retries=max(0, args.take_retries), check_takes=not args.no_take_check,
+        allowed_origins=_origins(args.allowed_origin), max_voices=max(0, args.max_voices),
+        max_glossaries=max(0, args.max_glossaries), max_projects=max(0, args.max_projects),
         extra={"output_dir": str(args.output_dir)},
     )
 

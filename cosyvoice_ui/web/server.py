@@ -16,7 +16,9 @@ from ..serving.backends import default_model_id
 from ..serving.manager import SHUTDOWN_WAIT_S, ModelManager
 from ..serving.memory import set_compute_threads
 from ..settings import Settings
-from .access import (Access, GradioApiGate, GradioSessions, SecurityHeaders, add_sweeper, console_message,
+from .gradio_errors import GradioErrorText
+from .origin import OriginGuard, SameOrigin
+from .access import (Access, GradioApiGate, GradioSessions, LoginBackoff, SecurityHeaders, add_sweeper, console_message,
                      gradio_app_of, resolve_access, sweep_period)
 
 log = logging.getLogger(__name__)
@@ -42,7 +44,7 @@ def create_manager(settings: Settings) -> ModelManager:
     from ..serving.voice_service import register_all
     from ..serving.voices import VoiceLibrary
 
-    library = VoiceLibrary(settings.voices_dir)
+    library = VoiceLibrary(settings.voices_dir, settings.max_voices)
 
     def on_load(engine) -> None:
         register_all(engine, library)
@@ -54,18 +56,21 @@ def create_manager(settings: Settings) -> ModelManager:
 
     from ..serving.remote import RemoteEngine, describe_remote
 
+    from ..redact import public_url
+
     url = settings.engine_url.rstrip("/")
+    shown = public_url(url)  # the model's id everywhere it is shown; `url` (with any user:pass@) only connects
     key = settings.api_keys[0] if settings.api_keys else None
 
     def loader(mid: str, options, progress):
-        if mid == url:
+        if mid == shown:
             return RemoteEngine(url, api_key=key, max_text_chars=options.max_text_chars, progress=progress)
         return load_any(mid, options, progress)
 
     def describe_model(mid: str):
-        return describe_remote(url, key) if mid == url else describe(mid)
+        return describe_remote(url, key) if mid == shown else describe(mid)
 
-    return ModelManager(url, loader=loader, idle_unload_s=settings.idle_unload_s, concurrency=settings.concurrency,
+    return ModelManager(shown, loader=loader, idle_unload_s=settings.idle_unload_s, concurrency=settings.concurrency,
                         models_dir=None, on_load=on_load, describe_model=describe_model,
                         load_options=settings.load_options())
 
@@ -95,7 +100,8 @@ def create_app(settings: Settings, manager: ModelManager | None = None, share: S
     output_dir = Path(settings.extra.get("output_dir", "outputs"))
     from ..serving.voices import VoiceLibrary
 
-    demo = build_ui(manager, settings, output_dir=output_dir, voices=VoiceLibrary(settings.voices_dir), share=share,
+    voices = VoiceLibrary(settings.voices_dir, settings.max_voices)
+    demo = build_ui(manager, settings, output_dir=output_dir, voices=voices, share=share,
                     service=service)
     auth = list(settings.auth) or None
     max_age_s = settings.temp_max_age_min * 60
@@ -113,7 +119,11 @@ def create_app(settings: Settings, manager: ModelManager | None = None, share: S
     # Only launch() sets this; while it is False, Gradio skips its check that a file an event receives was
     # uploaded to it, so a crafted request could make the app read any file on the server as "audio".
     demo.has_launched = True
-    app.add_middleware(GradioApiGate, access=access, sessions=GradioSessions(gradio_app_of(app)))
+    app.add_middleware(GradioErrorText, roots=lambda: data_roots(settings, output_dir))
+    backoff = app.state.api_guard.backoff  # one count of wrong keys and passwords per client
+    app.add_middleware(GradioApiGate, access=access, sessions=GradioSessions(gradio_app_of(app)), backoff=backoff)
+    app.add_middleware(LoginBackoff, backoff=backoff)
+    app.add_middleware(OriginGuard, policy=same_origin_policy(settings, share))
     app.add_middleware(SecurityHeaders, hsts=settings.share)  # outermost: refusals get the headers too
     if settings.results_max_age_min > 0:
         add_sweeper(app, output_dir, settings.results_max_age_min * 60)
@@ -125,6 +135,21 @@ def create_app(settings: Settings, manager: ModelManager | None = None, share: S
             raise ConfigError(f"--mcp: the MCP server could not start ({demo.mcp_error})")
         restrict_mcp_tools(demo)
     return app
+
+
+def data_roots(settings: Settings, output_dir: Path) -> tuple[str, ...]:
+    """The folders a message may name things relative to (the working, models and data folders, Gradio's temp)."""
+    import tempfile
+
+    folders = (Path.cwd(), settings.models_dir, settings.voices_dir, settings.projects_dir, settings.glossary_dir,
+               output_dir, Path(tempfile.gettempdir()))
+    return tuple(str(Path(f).resolve()) for f in folders if f)
+
+
+def same_origin_policy(settings: Settings, share: ShareStatus | None = None) -> SameOrigin:
+    """The process's same-origin policy: its bind, `--allowed-origin`, and the share link once it is up."""
+    return SameOrigin.for_bind(settings.host, settings.allowed_origins,
+                               share_origin=(lambda: share.url) if share is not None else None)
 
 
 def check_mcp(settings: Settings, access: Access | None = None) -> None:

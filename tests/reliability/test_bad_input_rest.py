@@ -4,6 +4,8 @@ after each bad request a valid one is served normally. One test sends a 60 MB bo
 
 from __future__ import annotations
 
+from tests.web_client import LOOPBACK
+
 import base64
 import http.client
 import io
@@ -34,7 +36,7 @@ def served(tiny_sft: Path, tmp_path_factory):
     settings = Settings(model_dir=tiny_sft, voices_dir=work / "voices", device="cpu", idle_unload_s=0,
                         rate_limit_per_min=0, extra={"output_dir": str(work / "outputs")})
     app = create_app(settings)
-    with TestClient(app, raise_server_exceptions=False) as client:
+    with TestClient(app, raise_server_exceptions=False, base_url=LOOPBACK) as client:
         yield client, app, work
 
 

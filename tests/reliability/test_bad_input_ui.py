@@ -5,6 +5,8 @@ runs) that names the problem and leaks nothing; the next valid request is served
 
 from __future__ import annotations
 
+from tests.web_client import LOOPBACK
+
 import json
 from pathlib import Path
 from types import SimpleNamespace
@@ -166,7 +168,7 @@ def test_an_upload_over_the_cap_is_refused_by_gradio_and_by_the_api(ui) -> None:
     from cosyvoice_ui.web.server import create_app
 
     case = next(c for c in AUDIO_CASES if c.over_cap)
-    with TestClient(create_app(ui.settings, ui.manager)) as client:
+    with TestClient(create_app(ui.settings, ui.manager), base_url=LOOPBACK) as client:
         response = client.post("/gradio_api/upload", files={"files": (case.filename, case.make(), "audio/wav")})
         assert response.status_code == 413 and "maximum allowed size" in response.text
         check_clean(response.text, str(ui.work))

@@ -8,6 +8,8 @@ answers, and the offline voice still speaks.
 
 from __future__ import annotations
 
+from tests.web_client import LOOPBACK
+
 import re
 import shutil
 from pathlib import Path
@@ -97,7 +99,7 @@ def test_the_app_keeps_serving_around_a_damaged_model(tiny_base: Path, tmp_path:
     settings = Settings(model_dir=folder, models_dir=tmp_path / "models", voices_dir=tmp_path / "voices",
                         device="cpu", idle_unload_s=0, rate_limit_per_min=0,
                         extra={"output_dir": str(tmp_path / "outputs")})
-    with TestClient(create_app(settings)) as client:  # the UI builds around the damaged model
+    with TestClient(create_app(settings), base_url=LOOPBACK) as client:  # the UI builds around the damaged model
         manager: ModelManager = client.app.state.manager
         assert client.get("/health").status_code == 200
         response = client.post("/v1/audio/speech", json={"input": "Hello there.", "response_format": "wav"})

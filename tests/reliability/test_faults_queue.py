@@ -7,6 +7,8 @@ needs; the waits below only bound how long a broken build may hang, they are nev
 
 from __future__ import annotations
 
+from tests.web_client import LOOPBACK
+
 import threading
 import time
 from pathlib import Path
@@ -288,7 +290,7 @@ def test_rest_refuses_new_jobs_with_503_and_retry_after_while_shutting_down(tmp_
                            describe_model=lambda mid: engine.info)
     app = FastAPI()
     add_routes(app, manager, Settings(voices_dir=tmp_path / "voices", rate_limit_per_min=0))
-    client = TestClient(app)
+    client = TestClient(app, base_url=LOOPBACK)
     body = {"input": "hello there", "voice": "alice"}
     assert client.post("/v1/audio/speech", json=body).status_code == 200
     manager.begin_shutdown()

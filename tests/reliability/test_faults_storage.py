@@ -11,6 +11,8 @@ stored voice, the default and every result file still read back whole.
 
 from __future__ import annotations
 
+from tests.web_client import LOOPBACK
+
 import base64
 import errno
 import io
@@ -58,7 +60,7 @@ def store(tmp_path: Path):
     settings = Settings(voices_dir=tmp_path / "voices", rate_limit_per_min=0)
     app = FastAPI()
     service = add_routes(app, manager, settings)
-    client = TestClient(app)
+    client = TestClient(app, base_url=LOOPBACK)
     added = client.post("/v1/voices", json={"name": "Kept", "transcript": "hello", "audio": clip_b64()})
     assert added.status_code == 201, added.text
     assert client.post("/v1/voices/kept/default").status_code == 200

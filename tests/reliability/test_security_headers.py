@@ -3,6 +3,8 @@ and, in Chromium, that the page still works under them behind the generated logi
 
 from __future__ import annotations
 
+from tests.web_client import LOOPBACK
+
 import socket
 import threading
 import time
@@ -46,7 +48,7 @@ def assert_secure(response) -> None:
 
 
 def test_rest_and_gradio_routes_carry_the_headers(tmp_path: Path) -> None:
-    client = TestClient(make_app(tmp_path))
+    client = TestClient(make_app(tmp_path), base_url=LOOPBACK)
     for path in ("/health", "/v1/voices", "/docs", "/", "/config", "/gradio_api/info", "/theme.css"):
         response = client.get(path)
         assert response.status_code == 200, path
@@ -58,7 +60,7 @@ def test_rest_and_gradio_routes_carry_the_headers(tmp_path: Path) -> None:
 
 
 def test_refusals_carry_the_headers_too(tmp_path: Path) -> None:
-    client = TestClient(make_app(tmp_path, host="0.0.0.0"))
+    client = TestClient(make_app(tmp_path, host="0.0.0.0"), base_url=LOOPBACK)
     for path in ("/v1/voices", "/gradio_api/info", "/config"):
         refused = client.get(path)
         assert refused.status_code == 401, path
@@ -66,11 +68,11 @@ def test_refusals_carry_the_headers_too(tmp_path: Path) -> None:
 
 
 def test_hsts_only_over_https(tmp_path: Path) -> None:
-    local = TestClient(make_app(tmp_path))
+    local = TestClient(make_app(tmp_path), base_url=LOOPBACK)
     proxied = local.get("/health", headers={"X-Forwarded-Proto": "https"})
     assert proxied.headers["strict-transport-security"].startswith("max-age=")
     assert "strict-transport-security" not in local.get("/health").headers
-    shared = TestClient(make_app(tmp_path, share=True))  # the share link is https (browsers ignore it over http)
+    shared = TestClient(make_app(tmp_path, share=True), base_url=LOOPBACK)  # the share link is https (browsers ignore it over http)
     assert "strict-transport-security" in shared.get("/health").headers
 
 
@@ -94,7 +96,7 @@ def _tiny_app() -> FastAPI:
 
 
 def test_a_route_header_wins_and_every_429_says_when_to_retry() -> None:
-    client = TestClient(_tiny_app())
+    client = TestClient(_tiny_app(), base_url=LOOPBACK)
     assert client.get("/framed").headers["x-frame-options"] == "DENY"
     assert int(client.get("/busy").headers["retry-after"]) >= 1
     assert client.get("/busy-for").headers["retry-after"] == "42"

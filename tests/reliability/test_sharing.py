@@ -8,6 +8,8 @@ the files Gradio may serve, the sweep of old results, and the rate limit.
 
 from __future__ import annotations
 
+from tests.web_client import LOOPBACK
+
 import asyncio
 import json
 import os
@@ -149,7 +151,7 @@ def test_mcp_needs_a_key_when_a_login_is_required() -> None:
 
 def test_public_rest_api_needs_the_generated_key(tmp_path: Path) -> None:
     app = make_app(tmp_path, share=True)
-    client, key = TestClient(app), app.state.access.generated_key
+    client, key = TestClient(app, base_url=LOOPBACK), app.state.access.generated_key
     missing = client.get("/v1/voices")
     assert missing.status_code == 401 and missing.json()["error"]["code"] == "api_key_missing"
     assert client.get("/v1/voices", headers={"Authorization": f"Bearer {key}"}).status_code == 200
@@ -160,7 +162,7 @@ def test_public_rest_api_needs_the_generated_key(tmp_path: Path) -> None:
 
 def test_no_auth_and_loopback_stay_open(tmp_path: Path) -> None:
     for settings in ({"host": "0.0.0.0", "no_auth": True}, {}):
-        client = TestClient(make_app(tmp_path, **settings))
+        client = TestClient(make_app(tmp_path, **settings), base_url=LOOPBACK)
         assert client.get("/v1/voices").status_code == 200, settings
         for path in ("/config", "/gradio_api/info"):
             assert client.get(path).status_code == 200, (settings, path)
@@ -168,7 +170,7 @@ def test_no_auth_and_loopback_stay_open(tmp_path: Path) -> None:
 
 def test_ui_login_is_required_and_works(tmp_path: Path) -> None:
     app = make_app(tmp_path, host="0.0.0.0")
-    client = TestClient(app)
+    client = TestClient(app, base_url=LOOPBACK)
     user, password = app.state.access.generated_login
     login_page = client.get("/")
     assert login_page.status_code == 200 and "login printed in the server" in login_page.text  # says where it is
@@ -184,7 +186,7 @@ def test_ui_login_is_required_and_works(tmp_path: Path) -> None:
 def test_gradio_api_refuses_callers_without_login_or_key(tmp_path: Path, path: str) -> None:
     """Routes Gradio's own auth leaves open (its MCP schema, the run history page) are refused too."""
     app = make_app(tmp_path, share=True, mcp=True)
-    client = TestClient(app)
+    client = TestClient(app, base_url=LOOPBACK)
     refused = client.get(path)
     assert refused.status_code == 401 and refused.json()["error"]["code"] == "login_required", path
     assert "sign in" in refused.json()["error"]["message"] and "Bearer" in refused.json()["error"]["message"]
@@ -197,7 +199,7 @@ def test_gradio_api_refuses_callers_without_login_or_key(tmp_path: Path, path: s
 
 def test_gradio_api_accepts_the_api_key(tmp_path: Path) -> None:
     app = make_app(tmp_path, share=True, mcp=True)
-    client, key = TestClient(app), app.state.access.generated_key
+    client, key = TestClient(app, base_url=LOOPBACK), app.state.access.generated_key
     info = client.get("/gradio_api/info", headers={"Authorization": f"Bearer {key}"})
     assert info.status_code == 200 and "/list_voices" in info.json()["named_endpoints"]
     schema = client.get("/gradio_api/mcp/schema", headers={"X-API-Key": key})
@@ -275,7 +277,7 @@ def test_mcp_needs_the_key(live) -> None:
 
 def test_only_results_and_gradio_uploads_are_served(tmp_path: Path) -> None:
     voices, out = tmp_path / "voices", tmp_path / "out"
-    client = TestClient(make_app(tmp_path, voices_dir=voices))  # loopback: no login, so only the file rules act
+    client = TestClient(make_app(tmp_path, voices_dir=voices), base_url=LOOPBACK)  # loopback: no login, so only the file rules act
     result = out / "20260101-120000-abcdef.wav"
     result.write_bytes(b"RIFF....WAVE")
     saved = voices / "narrator" / "prompt.wav"
@@ -320,7 +322,7 @@ def test_a_crafted_history_entry_cannot_fetch_a_server_file(tmp_path: Path) -> N
     app = make_app(tmp_path, voices_dir=voices)
     entry = {"id": "x", "time": "12:00:00", "mode": "sft", "text": "t", "voice": "", "seed": 1, "speed": 1.0,
              "request": {}}
-    with TestClient(app) as client:
+    with TestClient(app, base_url=LOOPBACK) as client:
         result = tmp_path / "out" / "20260101-120000-abcdef.wav"
         result.write_bytes(b"RIFF-result")
         shown = _history_render(client, app, [dict(entry, file=str(result))])
@@ -376,7 +378,7 @@ def test_sweeper_runs_while_the_app_serves(tmp_path: Path) -> None:
     old = _aged(tmp_path / "20260101-120000-abcdef.wav", 7200)
     app = FastAPI()
     add_sweeper(app, tmp_path, 3600)
-    with TestClient(app):
+    with TestClient(app, base_url=LOOPBACK):
         deadline = time.monotonic() + 30
         while old.exists() and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -394,10 +396,10 @@ def test_rate_limit_applies_to_public_servers_unless_given() -> None:
 
 
 def test_local_batch_is_not_throttled_and_public_gets_429_with_retry_after(tmp_path: Path) -> None:
-    local = TestClient(make_app(tmp_path))
+    local = TestClient(make_app(tmp_path), base_url=LOOPBACK)
     assert all(local.get("/v1/models").status_code == 200 for _ in range(PUBLIC_RATE_LIMIT + 5))
     app = make_app(tmp_path, share=True)
-    public, key = TestClient(app), {"X-API-Key": app.state.access.generated_key}
+    public, key = TestClient(app, base_url=LOOPBACK), {"X-API-Key": app.state.access.generated_key}
     codes = [public.get("/v1/models", headers=key).status_code for _ in range(PUBLIC_RATE_LIMIT + 1)]
     assert codes[:-1] == [200] * PUBLIC_RATE_LIMIT and codes[-1] == 429
     limited = public.get("/v1/models", headers=key)

@@ -4,6 +4,8 @@ after its warm-up. Latencies are printed by the script, never checked here."""
 
 from __future__ import annotations
 
+from tests.web_client import LOOPBACK
+
 import json
 import subprocess
 import sys
@@ -88,7 +90,7 @@ def test_the_worker_pool_outgrows_a_full_queue(tmp_path: Path) -> None:
 
         return to_thread.current_default_thread_limiter().total_tokens
 
-    with TestClient(app) as client:  # the lifespan runs: the app has started
+    with TestClient(app, base_url=LOOPBACK) as client:  # the lifespan runs: the app has started
         assert client.get("/pool-size").json() == 100 + 2 + THREAD_HEADROOM
         assert client.get("/health").status_code == 200
 
@@ -116,7 +118,7 @@ def test_saving_a_voice_counts_against_the_queue_limit(tmp_path: Path) -> None:
     add_routes(app, manager, Settings(voices_dir=tmp_path / "voices", queue_size=0))  # always full
     clip, wav = voice_clip(4.0, 16000), io.BytesIO()
     sf.write(wav, clip.samples, clip.sample_rate, format="WAV")
-    with TestClient(app) as client:
+    with TestClient(app, base_url=LOOPBACK) as client:
         response = client.post("/v1/voices", json={"name": "narrator", "audio": base64.b64encode(wav.getvalue())
                                                    .decode(), "transcript": "hello there"})
     assert response.status_code == 503, response.text
