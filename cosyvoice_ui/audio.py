@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .audio_read import AudioLimits, decode
 from .errors import InvalidRequest
 from .types import Audio
 
@@ -23,6 +24,8 @@ log = logging.getLogger(__name__)
 
 MIN_PROMPT_SECONDS = 3.0
 MAX_PROMPT_SECONDS = 30.0
+MAX_SOURCE_SECONDS = 300.0  # what voice conversion accepts (validation.check_request)
+MAX_TRANSCRIBE_SECONDS = 600.0  # ten minutes bounds what one transcription can make the server do
 MIN_PROMPT_RATE = 16000
 SILENCE_DBFS = -50.0  # a prompt whose loudest 20 ms window is quieter than this holds no usable voice
 FORMATS = ("wav", "mp3", "flac", "pcm", "opus", "aac")
@@ -32,6 +35,24 @@ MEDIA_TYPES = {"wav": "audio/wav", "mp3": "audio/mpeg", "flac": "audio/flac", "p
 FFMPEG_CODECS = {"opus": ("-c:a", "libopus", "-b:a", "64k", "-ar", "48000", "-f", "ogg"),
                  "aac": ("-c:a", "aac", "-b:a", "128k", "-f", "adts")}
 DEFAULT_LUFS = -20.0
+
+# What each door decodes of a recording (see `audio_read`). Prompts and sources are trimmed of silent edges
+# before their length is checked, so their doors read a few times what they accept.
+PROMPT_LIMITS = AudioLimits(
+    max_seconds=4 * MAX_PROMPT_SECONDS, allowed_seconds=MAX_PROMPT_SECONDS, code="prompt_too_long",
+    advice=f"the model accepts at most {MAX_PROMPT_SECONDS:.0f} s, so trim it to one or two clear sentences",
+    max_samples=int(4 * MAX_PROMPT_SECONDS * 48000))  # 23 MB of float32
+SOURCE_LIMITS = AudioLimits(
+    max_seconds=2 * MAX_SOURCE_SECONDS, allowed_seconds=MAX_SOURCE_SECONDS, code="prompt_too_long",
+    advice=f"voice conversion takes at most {MAX_SOURCE_SECONDS:.0f} s, so cut it into shorter pieces")
+TRANSCRIPTION_LIMITS = AudioLimits(
+    max_seconds=MAX_TRANSCRIBE_SECONDS, allowed_seconds=MAX_TRANSCRIBE_SECONDS, code="asr_audio_too_long",
+    advice=f"transcription takes at most {MAX_TRANSCRIBE_SECONDS:.0f} s (a voice sample needs 3-30 s)")
+# The app's own takes, written by it: hours, at any rate a model speaks at.
+OWN_AUDIO_LIMITS = AudioLimits(
+    max_seconds=4 * 3600.0, allowed_seconds=4 * 3600.0, code="audio_too_long",
+    advice="at most 4 hours can be read, so render it again in shorter pieces",
+    max_samples=4 * 3600 * 48000, max_decoded=2 * 4 * 3600 * 48000)
 
 
 def to_mono_float(samples: np.ndarray) -> np.ndarray:
@@ -48,38 +69,12 @@ def to_mono_float(samples: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(x)
 
 
-def read_audio(source: str | Path | bytes, what: str = "prompt audio") -> Audio:
-    """Decode a file path or file bytes (wav, flac, mp3, ogg, ...) into mono float32."""
-    import soundfile as sf
-
-    in_memory = isinstance(source, (bytes, bytearray))
-    try:
-        handle = io.BytesIO(source) if in_memory else str(source)
-        samples, rate = sf.read(handle, dtype="float32", always_2d=True)
-    except Exception as exc:  # soundfile raises LibsndfileError, RuntimeError, TypeError...
-        # soundfile's message names the file or a buffer object; the user only needs to know it isn't audio
-        log.info("unreadable %s: %s", what, exc)
-        raise InvalidRequest("audio_unreadable", f"the {what} could not be read as audio ({_why_unreadable(source)}); "
-                             "upload a WAV, FLAC, MP3 or OGG file", what=what) from None
-    if not len(samples):
-        raise InvalidRequest("audio_unreadable", f"the {what} holds no sound (the file has no audio samples); "
-                             "upload a WAV, FLAC, MP3 or OGG file with the recording", what=what)
-    return Audio(samples=np.ascontiguousarray(samples.mean(axis=1), dtype=np.float32), sample_rate=int(rate))
-
-
-def _why_unreadable(source: str | Path | bytes) -> str:
-    """Why a recording would not decode, in words that name no folder (the file's own name at most)."""
-    if isinstance(source, (bytes, bytearray)):
-        return "the file is empty" if not source else "not a sound file, or damaged"
-    path = Path(source)
-    try:
-        if path.is_dir():
-            return f"{path.name!r} is a folder, not an audio file"
-        if not path.exists():
-            return f"there is no file {path.name!r}"
-        return "the file is empty" if path.stat().st_size == 0 else "not a sound file, or damaged"
-    except OSError:  # a name the file system refuses (too long, ...)
-        return "not a sound file, or damaged"
+def read_audio(source: str | Path | bytes, what: str = "prompt audio", limits: AudioLimits = PROMPT_LIMITS) -> Audio:
+    """Decode a file path or file bytes (wav, flac, mp3, ogg, ...) into mono float32, reading no more than the
+    door's `limits` allow (`PROMPT_LIMITS`, `SOURCE_LIMITS`, `TRANSCRIPTION_LIMITS`, `OWN_AUDIO_LIMITS`): the
+    header is checked before decoding and the decoding is capped as it runs (`audio_read`)."""
+    samples, rate = decode(source, what, limits)
+    return Audio(samples=samples, sample_rate=rate)
 
 
 def peak_dbfs(samples: np.ndarray, sample_rate: int, window_s: float = 0.02) -> float:

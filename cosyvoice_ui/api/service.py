@@ -147,13 +147,13 @@ class ApiService:
                  cache: ResultCache | None = None) -> None:
         self.manager = manager
         self.settings = settings
-        self.library = library or VoiceLibrary(settings.voices_dir)
+        self.library = library or VoiceLibrary(settings.voices_dir, settings.max_voices)
         self.voices = VoiceResolver(self.library, settings.default_voice)
         self.aliases = VoiceAliases.from_file(settings.voice_aliases_file)
         self.cache = cache if cache is not None else ResultCache(settings.cache_entries)
         self.blocked = load_blocked_words(settings.blocked_words_file)
         self.max_upload_bytes = int(settings.max_upload_mb * 2**20)
-        self.glossaries = GlossaryStore(settings.glossary_dir)
+        self.glossaries = GlossaryStore(settings.glossary_dir, settings.max_glossaries)
         self.notes = NotesCache(settings.cache_entries)
         self.studio = StudioService(manager, settings, self.glossaries, self.decode_audio)
         self.peer_models: tuple[str, ...] = ()  # the other models an app serving several accepts by name
