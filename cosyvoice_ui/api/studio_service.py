@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..audio import TRANSCRIPTION_LIMITS
 from ..errors import InvalidRequest
 from ..serving.glossary import Glossary, GlossaryStore, applied, make_glossary, preview, resolve_glossary, to_json
 from ..serving.takes import RetryPolicy, SegmentReport, guarded_synthesis, policy_from_settings
@@ -298,7 +299,8 @@ class StudioService:
 
     def transcribe(self, data: str | bytes | None, language: str | None = None, model: str | None = None) -> dict:
         """The words said in a recording (base64 or file bytes) → {text, language, backend, seconds}."""
-        audio: Audio | None = self._decode_audio(data, "audio") if self._decode_audio else None
+        audio: Audio | None = (self._decode_audio(data, "audio", TRANSCRIPTION_LIMITS) if self._decode_audio
+                               else None)
         if audio is None:
             raise InvalidRequest("audio_missing", "no recording was sent: add the audio to transcribe (a wav, "
                                  "flac, mp3 or ogg file)", param="audio", what="audio")

@@ -177,7 +177,7 @@ def request_maker(engine, args, glossary=None):
 
 def build_request(args, text: str):
     """The request the synth flags describe, saying `text`."""
-    from ..audio import read_audio
+    from ..audio import SOURCE_LIMITS, read_audio
     from ..types import SynthesisRequest
     from ..validation import infer_mode
 
@@ -191,7 +191,7 @@ def build_request(args, text: str):
         mode=mode, text=text,
         prompt_audio=read_audio(args.prompt_wav) if args.prompt_wav else None,
         prompt_text=args.prompt_text, instruct_text=args.instruct, speaker=args.speaker,
-        source_audio=read_audio(args.source_wav, "source audio") if args.source_wav else None,
+        source_audio=read_audio(args.source_wav, "source audio", SOURCE_LIMITS) if args.source_wav else None,
         speed=args.speed, seed=args.seed, stream=args.stream, text_frontend=not args.no_text_frontend,
         voice_match=args.voice_match,
     )

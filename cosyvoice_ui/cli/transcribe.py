@@ -25,10 +25,10 @@ def add_transcribe_parser(sub) -> None:
 
 
 def cmd_transcribe(args) -> int:
-    from ..audio import read_audio
+    from ..audio import TRANSCRIPTION_LIMITS, read_audio
     from ..serving.transcription import backend_for, shared_transcriber
 
-    audio = read_audio(args.audio, "recording")
+    audio = read_audio(args.audio, "recording", TRANSCRIPTION_LIMITS)
     transcriber = shared_transcriber(args.models_dir)
     transcript = transcriber.transcribe(audio, args.language, TerminalProgress(), backend=backend_for(args.asr_model))
     print(transcript.text)

@@ -9,6 +9,7 @@ remote are usable by id. Nothing here imports torch.
 from __future__ import annotations
 
 import base64
+import json
 import logging
 import threading
 from collections.abc import Iterator
@@ -18,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import audio as audio_utils
+from ..audio_read import MAX_RATE, MIN_RATE
 from ..engine import Engine, raise_if_cancelled, report
 from ..errors import CosyVoiceError, InvalidRequest
 from ..types import (Audio, AudioChunk, CheckedRequest, EngineInfo, Instruction, Mode, ProgressCallback,
@@ -28,6 +30,11 @@ log = logging.getLogger(__name__)
 CONNECT_TIMEOUT_S = 5.0
 READ_TIMEOUT_S = 600.0  # a long text on a busy remote can take minutes before the last byte
 DESCRIBE_TIMEOUT_S = 3.0  # for the UI's first paint: a dead remote must not stall it
+# How much audio a remote's answer may hold: far more than any voice takes to say the request's text (people
+# speak a character in 0.05-0.3 s), so only a broken or hostile remote reaches it.
+ANSWER_BASE_S = 60.0
+ANSWER_S_PER_CHAR = 1.0
+ERROR_BODY_BYTES = 1 << 20  # an error answer is a short JSON body
 
 
 class RemoteError(CosyVoiceError):
@@ -50,10 +57,11 @@ def _client(api_key: str | None, timeout: float | None = None):
     return httpx.Client(headers=headers, timeout=limits)
 
 
-def _fail(url: str, response) -> CosyVoiceError:
-    """An error response of the remote → InvalidRequest (its 4xx about the request) or RemoteError."""
+def _fail(url: str, response, content: bytes | None = None) -> CosyVoiceError:
+    """An error response of the remote (`content`: its body, when read here) → InvalidRequest (its 4xx about the
+    request) or RemoteError."""
     try:
-        error = response.json()["error"]
+        error = (json.loads(content) if content is not None else response.json())["error"]
         code, message = str(error["code"]), str(error["message"])
     except Exception:  # not our JSON: a proxy page, a different server
         code, message = "remote_engine_error", f"HTTP {response.status_code}"
@@ -164,35 +172,71 @@ class RemoteEngine(Engine):
         report(progress, "frontend", 0.0, f"sending to {self.url}")
         rate = self._info.sample_rate
         produced = 0
+        limit_s = answer_seconds(request)
         try:
-            if not request.stream:
-                response = _request(self._client, "POST", f"{self.url}/tts", json=body)
-                payload = response.json()
-                samples = _pcm_to_float(base64.b64decode(payload["audio"]))
-                produced = len(samples)
-                yield AudioChunk(samples, int(payload["sample_rate"]), 0, 1, True, request.text)
-            else:
-                with self._client.stream("POST", f"{self.url}/tts", json=body) as response:
-                    if response.status_code >= 400:
-                        response.read()
-                        raise _fail(self.url, response)
-                    rate = int(response.headers.get("x-sample-rate", rate))
-                    previous: np.ndarray | None = None
-                    carry = b""
-                    for data in response.iter_bytes():
-                        raise_if_cancelled(cancel)
-                        data, carry = _split_even(carry + data)
-                        if not data:
-                            continue
-                        if previous is not None:
-                            yield AudioChunk(previous, rate, 0, 1, False, request.text)
-                        previous = _pcm_to_float(data)
-                        produced += len(previous)
-                        report(progress, "vocoder", 0.5, f"{produced / rate:.1f} s received")
+            with self._client.stream("POST", f"{self.url}/tts", json=body) as response:
+                if response.status_code >= 400:
+                    raise _fail(self.url, response, _read_capped(response, ERROR_BODY_BYTES, self.url))
+                if not request.stream:
+                    # base64 of 16-bit samples, plus the JSON around it
+                    content = _read_capped(response, int(limit_s * self._answer_rate() * 2 * 4 / 3) + (1 << 20),
+                                           self.url)
+                    samples, rate = self._whole_answer(content, limit_s)
+                    yield AudioChunk(samples, rate, 0, 1, True, request.text)
+                    return
+                rate = self._checked_rate(response.headers.get("x-sample-rate", rate))
+                previous: np.ndarray | None = None
+                carry = b""
+                for data in response.iter_bytes():
+                    raise_if_cancelled(cancel)
+                    data, carry = _split_even(carry + data)
+                    if not data:
+                        continue
                     if previous is not None:
-                        yield AudioChunk(previous, rate, 0, 1, True, request.text)
+                        yield AudioChunk(previous, rate, 0, 1, False, request.text)
+                    previous = _pcm_to_float(data)
+                    produced += len(previous)
+                    if produced > limit_s * rate:
+                        raise self._too_much(limit_s)
+                    report(progress, "vocoder", 0.5, f"{produced / rate:.1f} s received")
+                if previous is not None:
+                    yield AudioChunk(previous, rate, 0, 1, True, request.text)
         except httpx.HTTPError as exc:
             raise _unreachable(self.url, exc) from exc
+
+    # --- bounding what the remote sends back ---------------------------------------------------------
+
+    def _answer_rate(self) -> int:
+        """The rate a whole answer's size is bounded at: the model's, or 48 kHz if more (its model may change)."""
+        return max(int(self._info.sample_rate or 0), 48000)
+
+    def _checked_rate(self, value) -> int:
+        """The sample rate an answer states, refused when no model speaks at it."""
+        try:
+            rate = int(value)
+        except (TypeError, ValueError):
+            rate = 0
+        if not MIN_RATE <= rate <= MAX_RATE:
+            raise RemoteError(f"the engine at {self.url} answered with audio at {str(value)[:20]!r} Hz, which is "
+                              "not a sample rate; check that --engine-url points at a CosyVoice Studio instance")
+        return rate
+
+    def _whole_answer(self, content: bytes, limit_s: float) -> tuple[np.ndarray, int]:
+        """A `/tts` JSON answer → (samples, rate), refused when it holds more than the request can make."""
+        try:
+            payload = json.loads(content)
+            data = base64.b64decode(payload["audio"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise RemoteError(f"the engine at {self.url} did not answer /tts like a CosyVoice Studio instance "
+                              f"({type(exc).__name__}); check --engine-url") from None
+        rate = self._checked_rate(payload.get("sample_rate"))
+        if len(data) // 2 > limit_s * rate:
+            raise self._too_much(limit_s)
+        return _pcm_to_float(data), rate
+
+    def _too_much(self, limit_s: float) -> RemoteError:
+        return RemoteError(f"the engine at {self.url} sent more than {limit_s:.0f} s of audio for this request, far "
+                           "more than its text takes to say; stopped reading it (check --engine-url)")
 
     def register_voice(self, voice_id: str, audio: Audio, transcript: str, cache_dir: Path) -> None:
         """Keep the prompt here; it is sent with each request that uses the voice."""
@@ -254,6 +298,26 @@ def _audio_b64(audio: Audio) -> str:
     buffer = io.BytesIO()
     sf.write(buffer, audio_utils.to_mono_float(audio.samples), audio.sample_rate, format="WAV", subtype="FLOAT")
     return base64.b64encode(buffer.getvalue()).decode()
+
+
+def answer_seconds(request: SynthesisRequest) -> float:
+    """The most audio a remote may send for `request`: generous for its text (or, converting, its source
+    recording) at its speed."""
+    source = request.source_audio.duration if request.source_audio is not None else 0.0
+    speed = request.speed if request.speed and request.speed > 0 else 1.0
+    return (ANSWER_BASE_S + ANSWER_S_PER_CHAR * len(request.text) + 2 * source) / min(speed, 1.0)
+
+
+def _read_capped(response, limit: int, url: str) -> bytes:
+    """The body of a streamed response, refused (unread past it) when longer than `limit` bytes."""
+    parts, size = [], 0
+    for data in response.iter_bytes():
+        size += len(data)
+        if size > limit:
+            raise RemoteError(f"the engine at {url} sent a larger answer than this request can make (over "
+                              f"{limit / 2**20:.1f} MB); stopped reading it (check --engine-url)")
+        parts.append(data)
+    return b"".join(parts)
 
 
 def _pcm_to_float(data: bytes) -> np.ndarray:

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..audio import peak_dbfs, to_mono_float
+from ..audio import MAX_TRANSCRIBE_SECONDS, peak_dbfs, to_mono_float
 from ..errors import InvalidRequest
 from ..settings import DEFAULT_MODELS_DIR
 from ..types import Audio, ProgressCallback, ProgressEvent
@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 POCKETSPHINX = "pocketsphinx"
 DOWNLOAD_HINT = "python -m cosyvoice_ui download whisper-small"
 MIN_SECONDS = 0.3
-MAX_SECONDS = 600.0  # a prompt is seconds long; ten minutes bounds what one request can make the server do
+MAX_SECONDS = MAX_TRANSCRIBE_SECONDS  # also where every door stops decoding a recording to transcribe
 SILENT_DBFS = -50.0  # a recording whose loudest 20 ms is below this holds no speech to transcribe
 LANGUAGE_NAMES = {"english": "en", "chinese": "zh", "mandarin": "zh", "cantonese": "yue", "japanese": "ja",
                   "korean": "ko", "german": "de", "french": "fr", "spanish": "es", "italian": "it",

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field, replace
 from difflib import SequenceMatcher
 from pathlib import Path
 
-from ..audio import audio_hash, check_format, encode, read_audio
+from ..audio import OWN_AUDIO_LIMITS, audio_hash, check_format, encode, read_audio
 from ..errors import InvalidRequest
 from ..files import sweep_stale_temp, write_atomic
 from ..types import Audio
@@ -333,7 +333,7 @@ class Project:
         if not path.is_file():
             raise InvalidRequest("take_missing", f"the audio of take {take.number} ({take.file}) is missing from the "
                                  "project's takes folder; render the line again", take=take.number)
-        return read_audio(path, what="take")
+        return read_audio(path, what="take", limits=OWN_AUDIO_LIMITS)  # the app's own file: hours allowed
 
     def add_take(self, line: Line, samples, rate: int, seed: int, cues: list[Cue], check: dict,
                  attempts: int) -> Take:

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from .. import audio as audio_utils
 from ..api.schemas import TTSBody
+from ..api.service import PayloadTooLarge
 from ..errors import Cancelled, CosyVoiceError, InvalidRequest
 from ..types import Mode
 
@@ -110,10 +111,18 @@ class Endpoints:
             "default_voice": default.id if (default := self.service.default_voice(info)) else None,
         }
 
+    def upload(self, value, name: str, what: str) -> bytes | None:
+        """An uploaded file parameter → its bytes; one over the upload limit is refused before it is read."""
+        return _upload_bytes(value, name, what, getattr(self.service, "max_upload_bytes", None))
+
+    def upload_b64(self, value, name: str, what: str) -> str | None:
+        data = self.upload(value, name, what)
+        return base64.b64encode(data).decode() if data is not None else None
+
     def add_voice(self, name: str, audio, transcript: str) -> dict:
         if not (name or "").strip():
             raise InvalidRequest("voice_name_missing", "the voice needs a name: set `name`, e.g. \"narrator\"")
-        data = _upload_bytes(audio, "audio", "the recording of the voice (3-30 seconds of clear speech)")
+        data = self.upload(audio, "audio", "the recording of the voice (3-30 seconds of clear speech)")
         if data is None:
             raise InvalidRequest("prompt_missing", "no recording was sent: set `audio` to the recording of the "
                                  "voice (3-30 seconds of clear speech)")
@@ -128,11 +137,12 @@ def _file_data(path: Path, fmt: str) -> dict:
             "meta": {"_type": "gradio.FileData"}}
 
 
-def _upload_bytes(value, name: str, what: str) -> bytes | None:
-    """An uploaded file parameter → its bytes (None when empty).
+def _upload_bytes(value, name: str, what: str, max_bytes: int | None = None) -> bytes | None:
+    """An uploaded file parameter → its bytes (None when empty); over `max_bytes`, refused unread.
 
     Only Gradio's FileData form is accepted: Gradio has checked that such a file was uploaded to it (or
-    fetched from a URL); a bare string could name any file on the server.
+    fetched from a URL); a bare string could name any file on the server. A file Gradio fetched from a URL
+    passed no upload limit, so its size is checked here before it is read.
     """
     if value in (None, "", {}):
         return None
@@ -142,15 +152,16 @@ def _upload_bytes(value, name: str, what: str) -> bytes | None:
                              "gradio_client pass handle_file(\"voice.wav\"); over MCP pass an http(s) URL or a "
                              "data:audio/...;base64 URL", what=name)
     try:
-        return Path(value["path"]).read_bytes()
+        path = Path(value["path"])
+        size = path.stat().st_size
+        if max_bytes is not None and size > max_bytes:
+            raise PayloadTooLarge(f"the uploaded `{name}` is {size / 2**20:.1f} MB; the limit is "
+                                  f"{max_bytes / 2**20:g} MB (--max-upload-mb)", what=name,
+                                  size_mb=round(size / 2**20, 1), limit_mb=round(max_bytes / 2**20, 1))
+        return path.read_bytes()
     except OSError:
         raise InvalidRequest("audio_unreadable", f"the uploaded `{name}` could not be read; upload it again",
                              what=name) from None
-
-
-def _b64(value, name: str, what: str) -> str | None:
-    data = _upload_bytes(value, name, what)
-    return base64.b64encode(data).decode() if data is not None else None
 
 
 @contextlib.contextmanager
@@ -258,6 +269,7 @@ def build_functions(endpoints: Endpoints) -> dict:
     Fmt = Literal["wav", "mp3", "flac"]
     Match = Literal["quick", "refine"]
     run = endpoints.run
+    _b64 = endpoints.upload_b64
 
     @_doc("Clone a voice from a 3-30 s recording and its transcript (or a saved voice) and read a text with it.",
           _DETAILS, prompt_audio="Recording of the voice to clone: 3-30 s of clear speech (WAV, FLAC, MP3 or "

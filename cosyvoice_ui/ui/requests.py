@@ -19,14 +19,16 @@ FIELD_OF_CODE = {
     "speed_out_of_range": "speed", "speed_invalid": "speed",
 }
 AUDIO_CODES = ("prompt_missing", "prompt_too_short", "prompt_too_long", "prompt_low_rate", "prompt_silent",
-               "audio_unreadable", "audio_too_short")
+               "audio_unreadable", "audio_too_short", "audio_too_many_channels", "audio_rate_unsupported",
+               "audio_too_large", "asr_audio_too_long")
 
 
-def prompt_from_file(path: str | None, what: str = "prompt audio") -> Audio | None:
-    """A gr.Audio(type="filepath") value → `Audio` (None when empty)."""
+def prompt_from_file(path: str | None, what: str = "prompt audio",
+                     limits: audio_utils.AudioLimits = audio_utils.PROMPT_LIMITS) -> Audio | None:
+    """A gr.Audio(type="filepath") value → `Audio` (None when empty), decoded within the door's `limits`."""
     if not path:
         return None
-    return audio_utils.read_audio(Path(path), what)
+    return audio_utils.read_audio(Path(path), what, limits)
 
 
 def field_of(error: InvalidRequest) -> str:
@@ -48,7 +50,7 @@ def request_from_meta(meta: dict, speed: float = 1.0, seed: int | None = 0, stre
         prompt_text=meta.get("prompt_text") or "",
         instruct_text=meta.get("instruct_text") or "",
         speaker=meta.get("speaker") or None,
-        source_audio=prompt_from_file(meta.get("source"), "source audio"),
+        source_audio=prompt_from_file(meta.get("source"), "source audio", audio_utils.SOURCE_LIMITS),
         speed=_number(speed, float, "speed", 1.0),
         seed=_number(seed, int, "seed", 0),
         stream=bool(stream),

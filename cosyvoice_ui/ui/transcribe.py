@@ -6,6 +6,7 @@ the process's one `serving.transcription.Transcriber` (shared with the REST rout
 """
 
 # No `from __future__ import annotations`: Gradio finds `progress=gr.Progress()` by its default value.
+from ..audio import TRANSCRIPTION_LIMITS
 from ..errors import InvalidRequest
 from ..types import ProgressEvent
 from . import strings
@@ -17,7 +18,7 @@ def transcribe_file(transcriber, path: str | None, language: str | None = None, 
                     progress=None) -> str:
     """The words said in the recording at `path` (a gr.Audio filepath value); InvalidRequest when there is no
     recording, nothing to hear, or no recogniser for `language`."""
-    audio = prompt_from_file(path)
+    audio = prompt_from_file(path, limits=TRANSCRIPTION_LIMITS)
     if audio is None:
         raise InvalidRequest("asr_no_audio", "there is no voice sample to transcribe: upload or record one first")
     if progress is not None:
