@@ -92,6 +92,72 @@ def _over_cap() -> bytes:
 
 UNREADABLE = ("could not be read", "wav")
 
+# --- decompression bombs: tiny files that decode to a lot (test_hostile_audio.py measures what refusing costs) ---
+
+
+def silence_file(fmt: str, rate: int, channels: int, seconds: float, subtype: str | None = None) -> bytes:
+    """`seconds` of digital silence written block by block (compressed, it is next to nothing)."""
+    buffer = io.BytesIO()
+    with sf.SoundFile(buffer, "w", rate, channels, format=fmt, subtype=subtype) as sound:
+        block = np.zeros((1 << 16, channels), np.float32)
+        left = int(seconds * rate)
+        while left > 0:
+            sound.write(block[: min(left, len(block))])
+            left -= len(block)
+    return buffer.getvalue()
+
+
+@functools.cache
+def eight_channel_bomb() -> bytes:
+    """6.5 minutes of 8-channel 48 kHz silence: 150 KB of FLAC, 600 MB as float32."""
+    return silence_file("FLAC", 48000, 8, 390)
+
+
+@functools.cache
+def hour_of_flac() -> bytes:
+    """An hour of 16 kHz mono silence: 180 KB of FLAC, 230 MB as float32."""
+    return silence_file("FLAC", 16000, 1, 3600)
+
+
+def _flac_total_samples(data: bytes, total: int) -> bytes:
+    """`data` (a FLAC file) with its STREAMINFO's 36-bit total-samples field set to `total` (0: unknown)."""
+    patched = bytearray(data)
+    assert patched[:4] == b"fLaC" and patched[4] & 0x7F == 0  # STREAMINFO is the first block
+    fields = int.from_bytes(patched[18:26], "big")  # rate (20 bits), channels, bits, total samples (36 bits)
+    patched[18:26] = ((fields >> 36 << 36) | total).to_bytes(8, "big")
+    return bytes(patched)
+
+
+@functools.cache
+def flac_without_length() -> bytes:
+    """An hour of silence whose header says "length unknown" (what a FLAC encoder writing to a pipe leaves).
+    libsndfile decodes such a stream until the end, where soundfile's seek fails: a short one is unreadable."""
+    return _flac_total_samples(hour_of_flac(), 0)
+
+
+def wav_claiming_more() -> bytes:
+    """4 s of voice whose WAV header claims 2 GB of samples (libsndfile believes the file's real size)."""
+    patched = bytearray(wav_bytes(voice()))
+    assert patched[36:40] == b"data"
+    patched[4:8] = (0x7FFFFF24).to_bytes(4, "little")
+    patched[40:44] = (0x7FFFFF00).to_bytes(4, "little")
+    return bytes(patched)
+
+
+@functools.cache
+def vorbis_bomb() -> bytes:
+    """10 minutes of 16 kHz silence as OGG/Vorbis: 43 KB."""
+    return silence_file("OGG", 16000, 1, 600, "VORBIS")
+
+
+@functools.cache
+def mp3_bomb() -> bytes:
+    """200 s of 16 kHz silence as MP3: 200 KB."""
+    return silence_file("MP3", 16000, 1, 200, "MPEG_LAYER_III")
+
+
+PROMPT_LIMIT = ("at most 30 s",)
+
 
 @dataclass(frozen=True)
 class AudioCase:
@@ -133,6 +199,23 @@ AUDIO_CASES = (
               Refusal("prompt_silent", ("silent", "microphone"))),
     AudioCase("clipping", "voice.wav", lambda: wav_bytes(np.clip(voice() * 20, -1, 1)), None),
     AudioCase("dc-offset", "voice.wav", lambda: wav_bytes(voice() * 0.5 + 0.4), None),
+    AudioCase("8-channel-bomb", "voice.flac", eight_channel_bomb,
+              Refusal("prompt_too_long", ("390.0 s", *PROMPT_LIMIT))),
+    AudioCase("1-hour-flac", "voice.flac", hour_of_flac, Refusal("prompt_too_long", ("3600.0 s", *PROMPT_LIMIT))),
+    # The header cannot refuse it: the running cap stops the decoding past the prompt door's 120 s.
+    AudioCase("flac-without-length", "voice.flac", flac_without_length,
+              Refusal("prompt_too_long", ("more than", *PROMPT_LIMIT))),
+    AudioCase("wav-header-claims-more", "voice.wav", wav_claiming_more, None),
+    AudioCase("384-khz", "voice.flac", lambda: silence_file("FLAC", 384000, 1, 1.0),
+              Refusal("audio_rate_unsupported", ("384000 Hz", "192000 Hz"))),
+    AudioCase("768-khz", "voice.wav", lambda: silence_file("WAV", 768000, 1, 0.25),
+              Refusal("audio_rate_unsupported", ("768000 Hz", "16, 24 or 48 kHz"))),
+    AudioCase("200-channels", "voice.wav", lambda: silence_file("WAV", 16000, 200, 0.1),
+              Refusal("audio_too_many_channels", ("200 channels", "at most 8"))),
+    AudioCase("192-khz-stereo-40-s", "voice.flac", lambda: silence_file("FLAC", 192000, 2, 40),
+              Refusal("audio_too_large", ("too large", "192000 Hz", "mono"))),
+    AudioCase("vorbis-10-minutes", "voice.ogg", vorbis_bomb, Refusal("prompt_too_long", ("600.0 s", *PROMPT_LIMIT))),
+    AudioCase("mp3-200-s", "voice.mp3", mp3_bomb, Refusal("prompt_too_long", PROMPT_LIMIT)),
     AudioCase("over-upload-cap", "voice.wav", _over_cap,
               Refusal("payload_too_large", ("larger than", f"{UPLOAD_CAP_MB} MB"), status=413), over_cap=True),
 )
