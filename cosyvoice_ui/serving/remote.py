@@ -22,6 +22,7 @@ from .. import audio as audio_utils
 from ..audio_read import MAX_RATE, MIN_RATE
 from ..engine import Engine, raise_if_cancelled, report
 from ..errors import CosyVoiceError, InvalidRequest
+from ..redact import public_url, without_userinfo
 from ..types import (Audio, AudioChunk, CheckedRequest, EngineInfo, Instruction, Mode, ProgressCallback,
                      SynthesisRequest)
 
@@ -65,6 +66,7 @@ def _fail(url: str, response, content: bytes | None = None) -> CosyVoiceError:
         code, message = str(error["code"]), str(error["message"])
     except Exception:  # not our JSON: a proxy page, a different server
         code, message = "remote_engine_error", f"HTTP {response.status_code}"
+    url = public_url(url)  # a message never shows the user:password@ of --engine-url
     if response.status_code in (401, 403):
         return RemoteError(f"the engine at {url} refused the API key ({message}); start this app with the "
                            "remote's key: --api-key KEY", "remote_auth_failed")
@@ -88,7 +90,8 @@ def _request(client, method: str, url: str, **kwargs):
 
 
 def _unreachable(url: str, exc: Exception) -> RemoteError:
-    return RemoteError(f"cannot reach the engine at {url} ({type(exc).__name__}: {exc}); check that it is running "
+    return RemoteError(f"cannot reach the engine at {public_url(url)} ({type(exc).__name__}: "
+                       f"{without_userinfo(str(exc))}); check that it is running "
                        "and that --engine-url is right", "engine_unreachable")
 
 
@@ -101,9 +104,9 @@ def info_from_models(payload: dict, url: str) -> EngineInfo:
             modes=tuple(Mode.parse(m) for m in model["modes"]), speakers=tuple(model.get("speakers", ())),
             device=f"remote {model.get('device', '?')}", streaming=bool(model.get("streaming", True)),
             instruct_examples=tuple(model.get("instruct_examples", ())), notes=str(model.get("notes", "")),
-            backend=f"remote {url}", **_remote_capabilities(model))
+            backend=f"remote {public_url(url)}", **_remote_capabilities(model))
     except (KeyError, IndexError, TypeError, ValueError) as exc:
-        raise RemoteError(f"{url} did not answer /v1/models like a CosyVoice Studio instance ({exc}); check "
+        raise RemoteError(f"{public_url(url)} did not answer /v1/models like a CosyVoice Studio instance ({exc}); check "
                           "--engine-url") from exc
 
 
@@ -136,12 +139,13 @@ class RemoteEngine(Engine):
     def __init__(self, url: str, api_key: str | None = None, max_text_chars: int = 5000,
                  progress: ProgressCallback | None = None) -> None:
         self.url = url.rstrip("/")
+        self.shown = public_url(self.url)  # what messages and logs name: no user:password@
         self.api_key = api_key
         self.max_text_chars = max_text_chars
         self._client = _client(api_key)
         self._voices: dict[str, tuple[Audio, str]] = {}
         self._lock = threading.Lock()
-        report(progress, "load", 0.1, f"connecting to {self.url}")
+        report(progress, "load", 0.1, f"connecting to {self.shown}")
         try:
             payload = _request(self._client, "GET", f"{self.url}/v1/models").json()
             self._info = info_from_models(payload, self.url)
@@ -149,8 +153,8 @@ class RemoteEngine(Engine):
         except BaseException:
             self._client.close()
             raise
-        report(progress, "load", 1.0, f"remote model {self._info.name} at {self.url}")
-        log.info("thin client: %s on %s", self._info.name, self.url)
+        report(progress, "load", 1.0, f"remote model {self._info.name} at {self.shown}")
+        log.info("thin client: %s on %s", self._info.name, self.shown)
 
     @property
     def info(self) -> EngineInfo:
@@ -169,7 +173,7 @@ class RemoteEngine(Engine):
         import httpx
 
         body = self._body(request)
-        report(progress, "frontend", 0.0, f"sending to {self.url}")
+        report(progress, "frontend", 0.0, f"sending to {self.shown}")
         rate = self._info.sample_rate
         produced = 0
         limit_s = answer_seconds(request)
@@ -217,7 +221,7 @@ class RemoteEngine(Engine):
         except (TypeError, ValueError):
             rate = 0
         if not MIN_RATE <= rate <= MAX_RATE:
-            raise RemoteError(f"the engine at {self.url} answered with audio at {str(value)[:20]!r} Hz, which is "
+            raise RemoteError(f"the engine at {self.shown} answered with audio at {str(value)[:20]!r} Hz, which is "
                               "not a sample rate; check that --engine-url points at a CosyVoice Studio instance")
         return rate
 
@@ -227,7 +231,7 @@ class RemoteEngine(Engine):
             payload = json.loads(content)
             data = base64.b64decode(payload["audio"])
         except (ValueError, KeyError, TypeError) as exc:
-            raise RemoteError(f"the engine at {self.url} did not answer /tts like a CosyVoice Studio instance "
+            raise RemoteError(f"the engine at {self.shown} did not answer /tts like a CosyVoice Studio instance "
                               f"({type(exc).__name__}); check --engine-url") from None
         rate = self._checked_rate(payload.get("sample_rate"))
         if len(data) // 2 > limit_s * rate:
@@ -235,7 +239,7 @@ class RemoteEngine(Engine):
         return _pcm_to_float(data), rate
 
     def _too_much(self, limit_s: float) -> RemoteError:
-        return RemoteError(f"the engine at {self.url} sent more than {limit_s:.0f} s of audio for this request, far "
+        return RemoteError(f"the engine at {self.shown} sent more than {limit_s:.0f} s of audio for this request, far "
                            "more than its text takes to say; stopped reading it (check --engine-url)")
 
     def register_voice(self, voice_id: str, audio: Audio, transcript: str, cache_dir: Path) -> None:
@@ -314,7 +318,7 @@ def _read_capped(response, limit: int, url: str) -> bytes:
     for data in response.iter_bytes():
         size += len(data)
         if size > limit:
-            raise RemoteError(f"the engine at {url} sent a larger answer than this request can make (over "
+            raise RemoteError(f"the engine at {public_url(url)} sent a larger answer than this request can make (over "
                               f"{limit / 2**20:.1f} MB); stopped reading it (check --engine-url)")
         parts.append(data)
     return b"".join(parts)
