@@ -46,6 +46,7 @@ log = logging.getLogger(__name__)
 STATE_FILE = "book-state.json"
 STATE_VERSION = 1
 CHAPTER_FORMATS = ("flac", "wav", "mp3")
+# Linear: a match can only start right after a sentence mark, and its quote and space runs cannot overlap.
 _SENTENCE_END = re.compile(r"(?<=[.!?…。！？；;])[\"'”’»)\]]*\s+|(?<=[。！？])")
 
 

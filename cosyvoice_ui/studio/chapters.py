@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import shutil
 import subprocess
 import tempfile
@@ -25,6 +26,8 @@ BOOK_FORMATS = ("m4b", "mp3")
 _CODECS = {"m4b": ("-c:a", "aac", "-b:a", "64k", "-movflags", "+faststart", "-brand", "M4B ",
                    "-f", "ipod"),
            "mp3": ("-c:a", "libmp3lame", "-b:a", "64k", "-id3v2_version", "3", "-write_id3v1", "1", "-f", "mp3")}
+# Control characters but the newline (escaped below), and bidirectional overrides.
+_UNSAFE = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 FFMPEG_TIMEOUT_S = 3600.0  # a long book encodes in minutes; this only stops a hung ffmpeg
 
 
@@ -136,11 +139,13 @@ def _run(command: list[str], what: str) -> bytes:
 
 
 def _escape(value: str) -> str:
-    """ffmetadata escaping: '=', ';', '#', '\\' and newlines are backslash-escaped."""
-    out = str(value).replace("\\", "\\\\")
+    """ffmetadata escaping: '=', ';', '#', '\\' and newlines are backslash-escaped. Other control characters are
+    dropped first: ffmpeg ends a line at NUL and CR too, so one left in a title would start a line of its own
+    (a "[CHAPTER]" of the title's making)."""
+    out = _UNSAFE.sub("", str(value).replace("\r", " ").replace("\t", " ")).replace("\\", "\\\\")
     for ch in "=;#":
         out = out.replace(ch, "\\" + ch)
-    return out.replace("\r", " ").replace("\n", "\\\n")
+    return out.replace("\n", "\\\n")
 
 
 def _concat_quote(path: Path) -> str:

@@ -34,6 +34,7 @@ VERSION = 1
 TAKE_FORMAT = "flac"
 MAX_GAP_S = 10.0
 MAX_RETRIES = 5
+_MAX_MATCH_CELLS = 4_000_000  # old x new changed lines difflib may compare (about half a second)
 
 
 @dataclass
@@ -215,16 +216,7 @@ class Project:
         one); other changed lines start without takes. Raises `InvalidRequest` for an empty script."""
         parsed = parse_script(text)
         old = self.lines
-        matcher = SequenceMatcher(None, [(x.speaker, x.text) for x in old], [(x.speaker, x.text) for x in parsed],
-                                  autojunk=False)
-        kept: dict[int, Line] = {}  # new index -> the old line it continues
-        for tag, i1, i2, j1, j2 in matcher.get_opcodes():
-            if tag == "equal":
-                kept.update({j1 + k: old[i1 + k] for k in range(i2 - i1)})
-            elif tag == "replace":
-                for k in range(min(i2 - i1, j2 - j1)):
-                    if old[i1 + k].locked:
-                        kept[j1 + k] = old[i1 + k]
+        kept = _continued(old, [(x.speaker, x.text) for x in parsed])
         lines = []
         for j, item in enumerate(parsed):
             line = kept.get(j)
@@ -366,3 +358,32 @@ def _slug(name: str) -> str:
     """A file-name-safe form of a speaker's name (letters of any script kept)."""
     slug = re.sub(r"[^\w-]+", "_", name.strip(), flags=re.UNICODE).strip("_")
     return slug[:40] or "voice"
+
+
+def _continued(old: list[Line], new_keys: list[tuple[str, str]]) -> dict[int, Line]:
+    """New line index -> the old line it continues: equal lines in order, and a locked line replaced in place.
+
+    The common head and tail are matched directly (an edit usually touches a few lines); difflib's matcher,
+    quadratic on long runs of equal lines, only sees the changed middle, and a middle too big for it is
+    matched line by line in place."""
+    old_keys = [(x.speaker, x.text) for x in old]
+    head = 0
+    while head < min(len(old_keys), len(new_keys)) and old_keys[head] == new_keys[head]:
+        head += 1
+    tail = 0
+    while tail < min(len(old_keys), len(new_keys)) - head and old_keys[-1 - tail] == new_keys[-1 - tail]:
+        tail += 1
+    kept = {k: old[k] for k in range(head)}
+    kept.update({len(new_keys) - 1 - k: old[len(old) - 1 - k] for k in range(tail)})
+    old_middle, new_middle = old_keys[head:len(old_keys) - tail], new_keys[head:len(new_keys) - tail]
+    if len(old_middle) * len(new_middle) > _MAX_MATCH_CELLS:
+        opcodes = [("replace", 0, len(old_middle), 0, len(new_middle))]
+    else:
+        opcodes = SequenceMatcher(None, old_middle, new_middle, autojunk=False).get_opcodes()
+    for tag, i1, i2, j1, j2 in opcodes:
+        for k in range(min(i2 - i1, j2 - j1) if tag in ("equal", "replace") else 0):
+            line = old[head + i1 + k]
+            if tag == "equal" or line.locked or old_middle[i1 + k] == new_middle[j1 + k]:
+                kept[head + j1 + k] = line
+    return kept
+

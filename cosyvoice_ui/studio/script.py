@@ -15,6 +15,10 @@ different labels (brackets included), or every line of the script is labelled. S
 "Note: at 10:30 we leave." stays the narrator's text, while "Note:" in a script with other speakers is a name.
 A bracketed "[Name]" is always a speaker.
 
+Reading is linear in the script (plain string scans, no backtracking regex over the user's lines), control
+characters and bidirectional overrides are dropped from every line, and a script is refused past
+`MAX_SCRIPT_CHARS` characters or `MAX_SCRIPT_LINES` lines, or when reading it takes over `SCRIPT_SECONDS`.
+
 Nothing here imports torch.
 """
 
@@ -25,14 +29,18 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from ..budget import Budget, too_large
 from ..errors import InvalidRequest
+from .textclean import clean_text
 
 NARRATOR = "Narrator"
 MAX_NAME_CHARS = 32
 MAX_NAME_WORDS = 4
+MAX_SCRIPT_CHARS = 2_000_000  # about 2 MB of text: the Script tab's upload limit
+MAX_SCRIPT_LINES = 20_000  # a feature-length radio play has about 2,000
+SCRIPT_SECONDS = 20.0
+_LABEL_CHARS = MAX_NAME_CHARS + 8  # the part before a colon that is looked at for a name
 
-_BRACKET = re.compile(r"^\[([^\[\]]{1,%d})\]\s*(.*)$" % MAX_NAME_CHARS)
-_COLON = re.compile(r"^([^:：]{1,%d}?)\s*[:：]\s*(.*)$" % (MAX_NAME_CHARS + 8))
 _SENTENCE_PUNCTUATION = re.compile(r"[,;!?…\"“”«»。，、；！？（）()]")
 
 
@@ -59,8 +67,15 @@ class _Candidate:
 def parse_script(text: str) -> list[ScriptLine]:
     """The spoken lines of `text` in order (see the module's rules). Raises `InvalidRequest("script_empty")`
     when nothing is left to speak."""
-    candidates = [_candidate(number, raw) for number, raw in enumerate(str(text or "").splitlines())]
-    candidates = [c for c in candidates if c is not None]
+    rows = str(text or "").splitlines()
+    _check_size(text, rows)
+    budget = Budget(SCRIPT_SECONDS, "script")
+    candidates = []
+    for number, raw in enumerate(rows):
+        budget.check()
+        candidate = _candidate(number, raw)
+        if candidate is not None:
+            candidates.append(candidate)
     labels = Counter(c.label for c in candidates if c.label)
     dialogue = len(labels) >= 2 or (bool(candidates) and all(c.label for c in candidates))
     lines: list[ScriptLine] = []
@@ -124,14 +139,32 @@ def replace_line(script: str, source: int, speaker: str, text: str) -> str:
     return trial + ("\n" if str(script).endswith("\n") else "")
 
 
+def _check_size(text, rows: list[str]) -> None:
+    if len(str(text or "")) > MAX_SCRIPT_CHARS:
+        raise too_large("script_too_long", "script", len(str(text)), MAX_SCRIPT_CHARS, "characters",
+                        "Split it into several projects.")
+    if len(rows) > MAX_SCRIPT_LINES:
+        raise too_large("script_too_many_lines", "script", len(rows), MAX_SCRIPT_LINES, "lines",
+                        "Split it into several projects.")
+
+
 def _candidate(number: int, raw: str) -> _Candidate | None:
-    line = raw.strip()
+    line = clean_text(raw).strip()
     if not line or line.startswith("#"):
         return None
-    bracket = _BRACKET.match(line)
-    if bracket and bracket.group(1).strip():
-        return _Candidate(number, line, " ".join(bracket.group(1).split()), bracket.group(2), True)
-    colon = _COLON.match(line)
-    if colon and is_name(colon.group(1)) and colon.group(2).strip() and not colon.group(2).startswith("//"):
-        return _Candidate(number, line, " ".join(colon.group(1).split()), colon.group(2), False)
+    if line.startswith("["):  # "[Name] words": the name is up to the first "]", without brackets inside
+        close = line.find("]", 1, MAX_NAME_CHARS + 2)
+        label = line[1:close] if close > 1 else ""
+        if label.strip() and "[" not in label:
+            return _Candidate(number, line, " ".join(label.split()), line[close + 1:].lstrip(), True)
+    colon = _first_colon(line)
+    if colon > 0:  # "Name: words": the name is what comes before the first colon
+        label, rest = line[:colon].rstrip(), line[colon + 1:].lstrip()
+        if len(label) <= _LABEL_CHARS and is_name(label) and rest.strip() and not rest.startswith("//"):
+            return _Candidate(number, line, " ".join(label.split()), rest, False)
     return _Candidate(number, line, "", line, False)
+
+
+def _first_colon(text: str) -> int:
+    found = [at for at in (text.find(":"), text.find("：")) if at >= 0]
+    return min(found) if found else -1

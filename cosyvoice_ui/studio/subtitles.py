@@ -6,14 +6,17 @@ Nothing here imports torch or a UI library. Times are seconds (float); the write
 
 from __future__ import annotations
 
+import html
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
+from ..budget import Budget
 from ..errors import InvalidRequest
 from ..types import AudioChunk
 
 SUBTITLE_FORMATS = ("srt", "vtt")
+PARSE_SECONDS = 10.0  # the time budget of reading a subtitle file back
 MAX_LINE_CHARS = 42  # the usual broadcast limit for one subtitle line (latin); CJK lines wrap at half of it
 
 
@@ -99,33 +102,45 @@ def render(cues: Iterable[Cue], fmt: str, speakers: bool = True) -> str:
 
 
 def to_srt(cues: Iterable[Cue], speakers: bool = True) -> str:
+    """SRT: a cue's text (and label) on at most two lines; nothing in it can end the cue early (no blank line,
+    no "-->")."""
     blocks = []
     for number, cue in enumerate(_ordered(cues), start=1):
-        text = _wrap((f"{cue.speaker}: {cue.text}" if speakers and cue.speaker else cue.text).replace("-->", "→"))
+        text = _wrap(_no_arrow(f"{_one_line(cue.speaker)}: {cue.text}" if speakers and cue.speaker else cue.text))
         blocks.append(f"{number}\n{_stamp(cue.start, ',')} --> {_stamp(cue.end, ',')}\n{text}\n")
     return "\n".join(blocks)
 
 
 def to_vtt(cues: Iterable[Cue], speakers: bool = True) -> str:
+    """WebVTT: cue text escaped (&, <, >), so words like "<b>" or "&" are shown as typed and cannot open a tag;
+    the speaker rides in a voice span ("<v Name>"), escaped the same way."""
     blocks = ["WEBVTT\n"]
     for number, cue in enumerate(_ordered(cues), start=1):
-        # WebVTT's voice span carries the speaker (players may style it); no cue text may hold "-->".
-        text = _wrap(cue.text.replace("-->", "→"))
+        text = _vtt_escape(_wrap(_no_arrow(cue.text)))
         if speakers and cue.speaker:
-            text = f"<v {_vtt_escape(cue.speaker)}>{text}"
+            text = f"<v {_vtt_escape(_no_arrow(_one_line(cue.speaker)))}>{text}"
         blocks.append(f"{number}\n{_stamp(cue.start, '.')} --> {_stamp(cue.end, '.')}\n{text}\n")
     return "\n".join(blocks)
 
 
-_SRT_TIME = re.compile(r"(\d+):(\d\d):(\d\d)[,.](\d{3})")
+# Bounded digit runs, and a run may not start inside a longer one: no quadratic rescans of long digit lines.
+_SRT_TIME = re.compile(r"(?<!\d)(\d{1,6}):(\d\d):(\d\d)[,.](\d{3})")
+# One or more blank lines (starts only at a newline, stops at the next non-space: linear).
+_BLANK_LINES = re.compile(r"\n\s*\n")
+# A tag of cue text: `<` up to the next `>` without another `<` inside, so each character is scanned once.
+_VTT_TAG = re.compile(r"<[^<>]*>")
 
 
-def parse(text: str) -> list[Cue]:
+def parse(text: str, budget: Budget | None = None) -> list[Cue]:
     """Cues back from SRT or WebVTT text we wrote (or any simple file of the same shape): the check of
-    the round trip, and of times in tests. A WebVTT "<v Name>" voice becomes the speaker (an SRT label
-    stays in the text)."""
+    the round trip, and of times in tests. A WebVTT "<v Name>" voice becomes the speaker, other cue tags are
+    dropped and its character references (&amp; ...) read back (an SRT label stays in the text)."""
+    text = str(text).replace("\r\n", "\n")
+    vtt = text.lstrip("\ufeff").startswith("WEBVTT")
+    budget = budget or Budget(PARSE_SECONDS, "subtitle file")
     cues = []
-    for block in re.split(r"\n\s*\n", text.replace("\r\n", "\n").strip()):
+    for block in _BLANK_LINES.split(text.strip()):
+        budget.check()
         lines = [line for line in block.split("\n") if line.strip()]
         times = next((i for i, line in enumerate(lines) if "-->" in line), None)
         if times is None:
@@ -136,9 +151,10 @@ def parse(text: str) -> list[Cue]:
         start, end = (int(h) * 3600 + int(m) * 60 + int(s) + int(ms) / 1000 for h, m, s, ms in stamps)
         body = " ".join(lines[times + 1:])
         speaker = ""
-        voice = re.match(r"<v ([^>]+)>(.*)", body)
-        if voice:
-            speaker, body = voice.group(1), voice.group(2)
+        if vtt:
+            if body.startswith("<v ") and (close := body.find(">")) > 0:
+                speaker, body = html.unescape(body[3:close].strip()), body[close + 1:]
+            body = html.unescape(_VTT_TAG.sub("", body))
         cues.append(Cue(start, end, body.strip(), speaker))
     return cues
 
@@ -168,5 +184,14 @@ def _wrap(text: str) -> str:
     return f"{text[:cut].strip()}\n{text[cut:].strip()}"
 
 
-def _vtt_escape(name: str) -> str:
-    return name.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+def _vtt_escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _no_arrow(text: str) -> str:
+    """WebVTT and SRT end a cue's timing line at "-->"; none may appear in cue text."""
+    return str(text).replace("-->", "→")
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())

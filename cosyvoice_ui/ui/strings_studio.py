@@ -189,6 +189,17 @@ MESSAGES_ZH: dict[str, str] = {
     "book_piece_silent": "该段文字没有生成声音；请修改这一段或换一个声音。",
     "bad_piece_size": "每段至少 40 个字符。",
     "book_missing": "这本未完成的有声书的原文件已不在；请重新上传这本书。",
+    # limits of reading an upload (cosyvoice_ui/budget.py, studio/book.py, studio/epub.py, studio/script.py)
+    "document_too_complex": "读取这个文件超过了 {seconds:g} 秒，已停止（文件太大，或格式异常复杂）；请拆成较小的文件或另存为纯文本后重新上传。",
+    "book_too_large": "书籍文件超过 {limit_mb} MB；请拆分成几部分，或删除其中的图片。",
+    "book_too_long": "这本书有 {amount:,} 个字符，最多只能读取 {limit:,} 个；请拆成几本分别上传。",
+    "book_too_many_lines": "这本书有 {amount:,} 行，最多只能读取 {limit:,} 行；请把硬换行的行合并成段落，或拆成几本。",
+    "book_too_many_chapters": "这本书有 {amount:,} 章，最多只能读取 {limit:,} 章；请拆成几本分别上传。",
+    "epub_too_many_files": "这个 EPUB 含有 {files:,} 个文件，最多只能读取 {limit:,} 个（文件可能已损坏）；请用 Calibre 转换后重新上传。",
+    "epub_member_too_large": "这个 EPUB 中有一个文件解压后为 {size_mb:,} MB，每个文件最多 {limit_mb} MB；请用 Calibre 转换（它会拆分长章节）后重新上传。",
+    "epub_too_large": "这个 EPUB 的章节解压后超过 {limit_mb} MB，无法一次读取；请把书拆成几部分（Calibre 可以）分别上传。",
+    "script_too_long": "剧本有 {amount:,} 个字符，最多 {limit:,} 个；请拆成几个项目。",
+    "script_too_many_lines": "剧本有 {amount:,} 行，最多 {limit:,} 行；请拆成几个项目。",
     # subtitles (studio/subtitles.py)
     "bad_subtitle_format": "不支持的字幕格式 {format}；请选择 srt 或 vtt。",
     # scripts and projects (studio/script.py, studio/project.py, studio/render.py, studio/mixdown.py)
