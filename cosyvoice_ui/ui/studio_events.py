@@ -13,6 +13,7 @@ from ..errors import CosyVoiceError
 from ..types import ProgressEvent
 from . import strings
 from .handlers import failure_text
+from .markup import plain, plain_html
 from .studio_handlers import stream_work
 
 log = logging.getLogger(__name__)
@@ -90,7 +91,7 @@ def error_text(exc: Exception, lang: str) -> str:
 def raise_shown(exc: Exception, lang: str):
     import gradio as gr
 
-    raise gr.Error(error_text(exc, lang)) from None
+    raise gr.Error(plain_html(error_text(exc, lang))) from None  # the modal renders HTML; this is text
 
 
 def guarded(lang: str, work: Callable[[], object]) -> object:
@@ -120,7 +121,7 @@ def live(page, request, progress, lang: str, work: Callable[[Callable, object], 
             text = status_text(item, lang)
             if text and text != last:
                 last = text
-                yield "status", text
+                yield "status", plain(text)  # shown in a gr.Markdown; speaker names are the script's words
     except (CosyVoiceError, OSError, ValueError) as exc:
         raise_shown(exc, lang)
 

@@ -8,6 +8,7 @@ import time
 
 from ..errors import InvalidRequest
 from . import strings
+from .markup import MARKDOWN_OPTIONS, plain
 from .studio_events import chosen_glossary, chosen_policy, guarded, live, option_inputs
 
 PAGE_SIZE = 20
@@ -85,7 +86,7 @@ def build_lines(page, studio, current, revision, status) -> None:
         try:
             project = studio.open(folder)
         except InvalidRequest as exc:
-            gr.Markdown(strings.message(exc, lang))
+            gr.Markdown(plain(strings.message(exc, lang)), **MARKDOWN_OPTIONS)
             return
         pages = max(1, -(-len(project.lines) // PAGE_SIZE))
         index = min(max(0, int(page_index or 0)), pages - 1)
@@ -93,8 +94,8 @@ def build_lines(page, studio, current, revision, status) -> None:
         for position, line in enumerate(project.lines[first:first + PAGE_SIZE], start=first + 1):
             take = line.take
             with gr.Group(elem_classes=["studio-line", f"studio-line-{line.id}"]):
-                gr.Markdown(f"**{position}. {line.speaker}** · {take_info(line, lang)}",
-                            elem_classes=["studio-line-info"])
+                gr.Markdown(f"**{position}\\. {plain(line.speaker)}** · {plain(take_info(line, lang))}",
+                            elem_classes=["studio-line-info"], **MARKDOWN_OPTIONS)
                 with gr.Row(equal_height=True):
                     path = project.take_path(take) if take is not None else None
                     gr.Audio(value=str(path) if path is not None and path.is_file() else None, type="filepath",

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ..studio.voice_map import VoiceChoice
 from ..types import EngineInfo, Mode
+from .markup import MARKDOWN_OPTIONS, plain
 from .studio_handlers import VoiceRow
 from .transcribe import add_transcribe
 
@@ -89,7 +90,7 @@ class VoiceRowWidgets:
         presets = list(info.speakers) if info is not None else []
         return {
             self.group: gr.update(visible=True),
-            self.name: gr.update(value=f"**{name}**"),
+            self.name: gr.update(value=f"**{plain(name)}**"),
             self.kind: gr.update(value=kind),
             self.saved: gr.update(value=choice.value if kind == "saved" and choice.value in saved_ids else "",
                                   visible=kind == "saved"),
@@ -131,7 +132,7 @@ def build_voice_row(page, visible: bool = True, show_name: bool = True) -> Voice
     presets = list(info.speakers) if info is not None else []
     with gr.Group(visible=visible, elem_classes=["studio-voice"]) as group:
         with gr.Row():
-            name = gr.Markdown("", visible=show_name, elem_classes=["studio-voice-name"])
+            name = gr.Markdown("", visible=show_name, elem_classes=["studio-voice-name"], **MARKDOWN_OPTIONS)
             # A dropdown that keeps a value the new model lacks (the render then says why it cannot use it).
             kind = gr.Dropdown(kind_choices(t, allowed), value="default", label=t("studio_kind"), scale=3,
                                allow_custom_value=True, elem_classes=["studio-voice-kind"])

@@ -12,6 +12,7 @@ from ...studio.book import BOOK_EXTENSIONS
 from ...studio.chapters import BOOK_FORMATS
 from ...types import EngineInfo
 from .. import strings
+from ..markup import MARKDOWN_OPTIONS, plain
 from ..page import Page
 from ..studio_books import BookHandlers, chapter_rows
 from ..studio_events import chosen_glossary, chosen_policy, guarded, live, option_inputs
@@ -45,9 +46,10 @@ def unfinished_choices(books: BookHandlers, lang: str) -> list[tuple[str, str]]:
 
 
 def chapters_markdown(book, lang: str) -> str:
-    rows = [strings.label("book_chapter_row", lang).format(number=n, title=title, chars=chars)
+    """The chapters found, as Markdown: the book's own words (title, author, chapter titles) shown as text."""
+    rows = [strings.label("book_chapter_row", lang).format(number=n, title=plain(title), chars=chars)
             for n, title, chars in chapter_rows(book)]
-    head = f"#### {book.title}" + (f" — {book.author}" if book.author else "")
+    head = f"#### {plain(book.title)}" + (f" — {plain(book.author)}" if book.author else "")
     return "\n".join([head, "", *rows])  # the rows start "1. ": an ordered list
 
 
@@ -64,14 +66,14 @@ def build_book(page: Page) -> BookTab:
                                      scale=3, allow_custom_value=True)
             resume = gr.Button(t("book_resume"), scale=1)
         file = gr.File(label=t("book_file"), file_types=list(BOOK_EXTENSIONS), type="filepath")
-        chapters = gr.Markdown(t("book_none"), elem_classes=["book-chapters"])
+        chapters = gr.Markdown(t("book_none"), elem_classes=["book-chapters"], **MARKDOWN_OPTIONS)
         with gr.Accordion(t("book_voice"), open=True):
             voice = build_voice_row(page, show_name=False)
         book_format = gr.Radio(list(BOOK_FORMATS), value="m4b", label=t("book_format"))
         with gr.Row():
             start = gr.Button(t("book_start"), variant="primary")
             stop = gr.Button(t("stop"), variant="stop")
-        status = gr.Markdown(elem_classes=["book-status"])
+        status = gr.Markdown(elem_classes=["book-status"], **MARKDOWN_OPTIONS)
         outputs = gr.File(label=t("book_outputs"), file_count="multiple", interactive=False)
 
     def offered(lang: str) -> tuple:

@@ -11,8 +11,10 @@ from dataclasses import dataclass
 
 from ...errors import InvalidRequest
 from ...studio.script import parse_script, speakers
+from ...studio.textclean import NotText, decode_document
 from ...types import EngineInfo
 from .. import strings
+from ..markup import MARKDOWN_OPTIONS, plain
 from ..page import Page
 from ..studio_events import chosen_glossary, chosen_policy, guarded, live, option_inputs
 from ..studio_handlers import EXPORT_PARTS, StudioHandlers, studio_for
@@ -48,20 +50,21 @@ class ScriptTab:
 
 
 def read_script_file(path: str | None) -> str:
-    """An uploaded script's text (UTF-8, UTF-16 with a BOM, else GB18030)."""
+    """An uploaded script's text (UTF-8, UTF-16 with or without a BOM, GB18030), control characters dropped;
+    a binary file is refused by looking at all of it."""
     if not path:
         return ""
     from pathlib import Path
 
-    data = Path(path).read_bytes()[:MAX_SCRIPT_BYTES + 1]
+    with open(Path(path), "rb") as file:
+        data = file.read(MAX_SCRIPT_BYTES + 1)
     if len(data) > MAX_SCRIPT_BYTES:
         raise InvalidRequest("script_too_big", "the script file is over 2 MB; split it into several projects")
-    for encoding in ("utf-8-sig", "utf-16") if data[:2] in (b"\xff\xfe", b"\xfe\xff") else ("utf-8-sig", "gb18030"):
-        try:
-            return data.decode(encoding)
-        except UnicodeDecodeError:
-            continue
-    raise InvalidRequest("script_unreadable", "the script file is not text; save it as UTF-8 text and upload it again")
+    try:
+        return decode_document(data)
+    except NotText:
+        raise InvalidRequest("script_unreadable", "the script file is not text; save it as UTF-8 text and upload it "
+                             "again") from None
 
 
 def build_script(page: Page) -> ScriptTab:
@@ -88,7 +91,7 @@ def build_script(page: Page) -> ScriptTab:
             save = gr.Button(t("studio_save"), elem_classes=["studio-save"])
             render = gr.Button(t("studio_render_all"), variant="primary", elem_classes=["studio-render-all"])
             stop = gr.Button(t("stop"), variant="stop")
-        status = gr.Markdown(elem_classes=["studio-status"])
+        status = gr.Markdown(elem_classes=["studio-status"], **MARKDOWN_OPTIONS)
         with gr.Accordion(t("studio_lines"), open=True):
             build_lines(page, studio, current, revision, status)
         with gr.Accordion(t("studio_export"), open=True):
@@ -102,7 +105,7 @@ def build_script(page: Page) -> ScriptTab:
     def shown(project, lang: str, message_key: str) -> dict:
         """Every widget showing `project` (the voices, its script, its lines)."""
         done = sum(line.take is not None for line in project.lines)
-        message = strings.label(message_key, lang).format(name=project.name, lines=len(project.lines),
+        message = strings.label(message_key, lang).format(name=plain(project.name), lines=len(project.lines),
                                                           speakers=len(project.speakers()), done=done)
         saved_ids = [value for _, value in page.saved.choices()]
         return {current: project.folder.name, revision: time.time_ns(), script: project.script,
