@@ -6,8 +6,6 @@ Orchestration tests use a `FakeEngine` (instant, controllable); end-to-end ones 
 
 from __future__ import annotations
 
-from tests.web_client import LOOPBACK
-
 import base64
 import io
 import json
@@ -32,6 +30,7 @@ from cosyvoice_ui.settings import Settings
 from cosyvoice_ui.testing.signals import voice_clip
 from cosyvoice_ui.testing.fakes import FakeEngine
 from cosyvoice_ui.types import Audio, Mode
+from tests.web_client import LOOPBACK
 
 TRANSCRIPT = "希望你以后能够做的比我还好呦。"
 

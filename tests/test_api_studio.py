@@ -8,8 +8,6 @@ be checked on the decoded audio), one end-to-end /tts on the tiny CosyVoice-300M
 
 from __future__ import annotations
 
-from tests.web_client import LOOPBACK
-
 import base64
 import io
 import re
@@ -30,6 +28,7 @@ from cosyvoice_ui.studio.subtitles import parse
 from cosyvoice_ui.testing.fakes import FakeEngine
 from cosyvoice_ui.types import AudioChunk, CheckedRequest, Mode, ProgressCallback
 from cosyvoice_ui.web.server import create_manager
+from tests.web_client import LOOPBACK
 
 LEVELS = (0.05, 0.2, 0.5, 0.1)  # the amplitude of segment 0, 1, 2, 3 (a 300 Hz tone)
 SECONDS_PER_CHAR = 0.06  # plausible speech: inside every take-check band for English

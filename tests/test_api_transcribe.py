@@ -8,8 +8,6 @@ end-to-end run on the tiny Whisper (random weights: its words are noise, but rea
 
 from __future__ import annotations
 
-from tests.web_client import LOOPBACK
-
 import base64
 import io
 import shutil
@@ -29,6 +27,7 @@ from cosyvoice_ui.settings import Settings
 from cosyvoice_ui.testing.fakes import FakeEngine
 from cosyvoice_ui.testing.signals import voice_clip
 from cosyvoice_ui.types import Audio
+from tests.web_client import LOOPBACK
 
 TINY = "tiny-whisper"
 

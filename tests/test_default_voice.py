@@ -6,8 +6,6 @@ tiny base model (no presets: the built-in example voice speaks) through /tts and
 
 from __future__ import annotations
 
-from tests.web_client import LOOPBACK
-
 import base64
 import io
 import json
@@ -31,6 +29,7 @@ from cosyvoice_ui.serving.voice_aliases import OPENAI_VOICES, VoiceAliases, defa
 from cosyvoice_ui.serving.voices import VoiceLibrary
 
 from .test_api import api_engine, error_of, fake_client
+from tests.web_client import LOOPBACK
 
 V1_SFT = EngineInfo("CosyVoice-300M-SFT", "v1", 22050, (Mode.SFT, Mode.ZERO_SHOT, Mode.CROSS_LINGUAL, Mode.VC),
                     speakers=("中文女", "中文男", "日语男", "粤语女", "英文女", "英文男", "韩语女"))

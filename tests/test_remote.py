@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from tests.web_client import LOOPBACK
-
 import base64
 import io
 import socket
@@ -24,6 +22,7 @@ from cosyvoice_ui.web.server import create_manager
 from cosyvoice_ui.settings import Settings
 from cosyvoice_ui.testing.signals import voice_clip
 from cosyvoice_ui.serving.voices import VoiceLibrary
+from tests.web_client import LOOPBACK
 
 KEY = "gpu-box-key"
 TRANSCRIPT = "希望你以后能够做的比我还好呦。"

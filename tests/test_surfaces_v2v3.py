@@ -4,8 +4,6 @@ test_engine_v2v3.py): every mode, `instructions` with a saved voice, /v1/models'
 
 from __future__ import annotations
 
-from tests.web_client import LOOPBACK
-
 import base64
 import io
 from pathlib import Path
@@ -16,6 +14,7 @@ import soundfile as sf
 
 from cosyvoice_ui.cli.main import main
 from cosyvoice_ui.testing.signals import voice_clip
+from tests.web_client import LOOPBACK
 
 TEXT = "Hello world, this is a short test."
 TRANSCRIPT = "hello there, how are you today"

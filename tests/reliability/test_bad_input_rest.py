@@ -4,8 +4,6 @@ after each bad request a valid one is served normally. One test sends a 60 MB bo
 
 from __future__ import annotations
 
-from tests.web_client import LOOPBACK
-
 import base64
 import http.client
 import io
@@ -27,6 +25,7 @@ from cosyvoice_ui.web.server import create_app
 
 from .corpus import (AUDIO_CASES, SPEAKER, TEXT_CASES, TRAVERSAL, VALID_TEXT, AudioCase, Refusal, TextCase,
                      ValueCase, check_clean, value_cases, voice, wav_bytes)
+from tests.web_client import LOOPBACK
 
 
 @pytest.fixture(scope="module")

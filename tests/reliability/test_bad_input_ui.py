@@ -5,8 +5,6 @@ runs) that names the problem and leaks nothing; the next valid request is served
 
 from __future__ import annotations
 
-from tests.web_client import LOOPBACK
-
 import json
 from pathlib import Path
 from types import SimpleNamespace
@@ -21,6 +19,7 @@ from cosyvoice_ui.web.server import create_manager
 
 from .corpus import (AUDIO_CASES, SPEAKER, TEXT_CASES, TRANSCRIPT, TRAVERSAL, UPLOAD_CAP_MB, VALID_TEXT, AudioCase,
                      Refusal, TextCase, ValueCase, check_clean, value_cases, voice, wav_bytes)
+from tests.web_client import LOOPBACK
 
 gr = pytest.importorskip("gradio")
 

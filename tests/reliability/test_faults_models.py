@@ -8,8 +8,6 @@ answers, and the offline voice still speaks.
 
 from __future__ import annotations
 
-from tests.web_client import LOOPBACK
-
 import re
 import shutil
 from pathlib import Path
@@ -21,6 +19,7 @@ from cosyvoice_ui.errors import CosyVoiceError
 from cosyvoice_ui.serving.backends import OFFLINE_ID
 from cosyvoice_ui.serving.manager import ModelManager
 from cosyvoice_ui.settings import LoadOptions, Settings
+from tests.web_client import LOOPBACK
 
 FIX_HINT = "python -m cosyvoice_ui download"
 TOKENIZER = "speech_tokenizer_v1.onnx"  # the tiny base model's (v1) speech tokenizer

@@ -7,8 +7,6 @@ needs; the waits below only bound how long a broken build may hang, they are nev
 
 from __future__ import annotations
 
-from tests.web_client import LOOPBACK
-
 import threading
 import time
 from pathlib import Path
@@ -24,6 +22,7 @@ from cosyvoice_ui.serving.manager import ModelManager, ShuttingDown
 from cosyvoice_ui.settings import Settings
 from cosyvoice_ui.testing.fakes import FakeEngine
 from cosyvoice_ui.types import Mode, SynthesisRequest
+from tests.web_client import LOOPBACK
 
 WAIT_S = 10.0  # the longest any step may take before the test gives up (a hang, not a slow run)
 

@@ -11,8 +11,6 @@ stored voice, the default and every result file still read back whole.
 
 from __future__ import annotations
 
-from tests.web_client import LOOPBACK
-
 import base64
 import errno
 import io
@@ -35,6 +33,7 @@ from cosyvoice_ui.serving.voices import VoiceLibrary, VoiceStoreUnwritable
 from cosyvoice_ui.settings import Settings
 from cosyvoice_ui.testing.fakes import FakeEngine
 from cosyvoice_ui.testing.signals import voice_clip
+from tests.web_client import LOOPBACK
 
 REPO = Path(__file__).resolve().parents[2]
 

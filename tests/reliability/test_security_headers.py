@@ -3,8 +3,6 @@ and, in Chromium, that the page still works under them behind the generated logi
 
 from __future__ import annotations
 
-from tests.web_client import LOOPBACK
-
 import socket
 import threading
 import time
@@ -21,6 +19,7 @@ from cosyvoice_ui.testing.fakes import FakeEngine
 from cosyvoice_ui.types import Mode
 from cosyvoice_ui.web.access import SecurityHeaders
 from cosyvoice_ui.web.server import create_app
+from tests.web_client import LOOPBACK
 
 EXPECTED = {
     "x-content-type-options": "nosniff",

@@ -8,8 +8,6 @@ the files Gradio may serve, the sweep of old results, and the rate limit.
 
 from __future__ import annotations
 
-from tests.web_client import LOOPBACK
-
 import asyncio
 import json
 import os
@@ -34,6 +32,7 @@ from cosyvoice_ui.web.access import (LOGIN_USER, add_sweeper, console_message, r
                                      sweep_period)
 from cosyvoice_ui.web.flags import build_parser, settings_from_args
 from cosyvoice_ui.web.server import check_mcp, create_app
+from tests.web_client import LOOPBACK
 
 REPO = Path(__file__).resolve().parents[2]
 GRADIO_API_PATHS = ("/gradio_api/info", "/gradio_api/runs", "/gradio_api/mcp/schema", "/gradio_api/upload_progress",

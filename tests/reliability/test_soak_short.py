@@ -4,14 +4,13 @@ after its warm-up. Latencies are printed by the script, never checked here."""
 
 from __future__ import annotations
 
-from tests.web_client import LOOPBACK
-
 import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from tests.web_client import LOOPBACK
 
 pytestmark = pytest.mark.slow
 
