@@ -20,7 +20,7 @@ from ..budget import Budget, too_large
 from ..errors import InvalidRequest
 from .epub import EpubArchive, html_parser
 from .markdown import front_matter, heading, plain_inline, strip_line_markup
-from .textclean import NotText, clean_text, clean_title, decode_document
+from .textclean import NotText, clean_text, clean_title, collapse_spaces, decode_document
 
 BOOK_EXTENSIONS = (".epub", ".txt", ".md", ".markdown")
 MAX_BOOK_BYTES = 200 * 1024 * 1024  # an EPUB with its images; bigger files are refused before reading
@@ -179,13 +179,14 @@ def html_to_paragraphs(content: bytes | str, budget: Budget | None = None) -> tu
     if first is not None:
         heading_text = clean_title(first.text_content())
         first.drop_tree()
+    # text set back into the tree is cleaned first: lxml refuses control characters the HTML parser let in
     for element in root.iter("br"):
-        element.tail = " " + (element.tail or "")
+        element.tail = " " + clean_text(element.tail or "")
     for element in root.iter(*_BLOCK_TAGS):
         if budget is not None:
             budget.check()
-        element.text = "\n\n" + (element.text or "")
-        element.tail = "\n\n" + (element.tail or "")
+        element.text = "\n\n" + clean_text(element.text or "")
+        element.tail = "\n\n" + clean_text(element.tail or "")
     body = root.find("body")
     text = clean_text((body if body is not None else root).text_content())
     return heading_text, [p for p in (_collapse(part) for part in _BLANK_LINES.split(text)) if p]
@@ -295,7 +296,7 @@ def _is_wide(ch: str) -> bool:
 
 
 def _collapse(text: str) -> str:
-    return " ".join(text.split())
+    return collapse_spaces(text)
 
 
 def _title_from_name(path: Path) -> str:

@@ -19,12 +19,15 @@ import unicodedata
 from dataclasses import dataclass
 
 from ..budget import Budget
+from .textclean import collapse_spaces
 
 # a backslash escape, a run of backticks, emphasis characters or tildes, an image or link bracket, a tag opener
 _TOKEN = re.compile(r"\\[!-/:-@\[-`{-~]|`+|\*+|_+|~+|!\[|[\[\]<]")
 _BACKTICKS = re.compile(r"`+")
 _TAG_START = re.compile(r"[A-Za-z/!?]")
 _KEY = re.compile(r"\w+")
+_SPACE = re.compile(r"\s")
+SLICE_CHARS = 64 * 1024
 _TABLE_CHARS = re.compile(r"[\s:|-]*")
 
 
@@ -128,7 +131,24 @@ class _BacktickRuns:
 
 
 def plain_inline(text: str, budget: Budget | None = None) -> str:
-    """The words of a paragraph or heading of Markdown without inline markup, whitespace collapsed."""
+    """The words of a paragraph or heading of Markdown without inline markup, whitespace collapsed.
+
+    A paragraph longer than `SLICE_CHARS` (a book without blank lines is one paragraph) is read a slice at a
+    time, cut at a space: markup cannot span two slices, and the scanner's pieces stay a slice's worth."""
+    if len(text) <= SLICE_CHARS:
+        return _plain_slice(text, budget)
+    parts, start = [], 0
+    while start < len(text):
+        space = _SPACE.search(text, start + SLICE_CHARS)
+        end = space.start() if space else len(text)
+        part = _plain_slice(text[start:end], budget)
+        if part:
+            parts.append(part)
+        start = end
+    return " ".join(parts)
+
+
+def _plain_slice(text: str, budget: Budget | None) -> str:
     pieces: list[str] = []
     delimiters: list[_Delimiter] = []
     brackets: list[_Bracket] = []
@@ -172,7 +192,7 @@ def plain_inline(text: str, budget: Budget | None = None) -> str:
             pos = _close_bracket(text, end, pieces, brackets, delimiters, floors, forward)
         else:
             _delimiter_run(text, start, end, pieces, delimiters, floors)
-    return " ".join("".join(pieces).replace("|", " ").split())
+    return collapse_spaces("".join(pieces).replace("|", " "))
 
 
 def _close_bracket(text: str, end: int, pieces: list[str], brackets: list[_Bracket],

@@ -132,3 +132,90 @@ def _wrap(text: str, width: int) -> list[str]:
         else:
             current = f"{current} {word}".strip()
     return [*lines, current] if current else lines
+
+
+# --- hand-made EPUBs (zipfile only), for the hostile-document tests ---------------------------------------------
+
+CONTAINER_XML = ("<?xml version='1.0'?><container version='1.0' "
+                 "xmlns='urn:oasis:names:tc:opendocument:xmlns:container'><rootfiles>"
+                 "<rootfile full-path='OEBPS/content.opf' media-type='application/oebps-package+xml'/>"
+                 "</rootfiles></container>")
+
+
+def xhtml(heading: str, paragraphs=(), doctype: str = "") -> str:
+    """One XHTML page: an optional `<h1>` and `<p>` paragraphs (escaped), after an optional DOCTYPE."""
+    head = f"<h1>{escape(heading)}</h1>" if heading else ""
+    body = "".join(f"<p>{escape(p)}</p>" for p in paragraphs)
+    return (f"<?xml version='1.0' encoding='utf-8'?>{doctype}<html xmlns='http://www.w3.org/1999/xhtml'>"
+            f"<head><title>t</title></head><body>{head}{body}</body></html>")
+
+
+def package_opf(title: str, author: str, items: list[tuple[str, str, str]], spine: list[str],
+                doctype: str = "", toc: str = "") -> str:
+    """An OPF package file: `items` are (id, href, media type), `spine` the idrefs in reading order."""
+    manifest = "".join(f"<item id='{i}' href='{h}' media-type='{m}'/>" for i, h, m in items)
+    refs = "".join(f"<itemref idref='{ref}'/>" for ref in spine)
+    toc_attr = f" toc='{toc}'" if toc else ""
+    return (f"<?xml version='1.0' encoding='utf-8'?>{doctype}<package xmlns='http://www.idpf.org/2007/opf' "
+            "version='3.0' unique-identifier='id'><metadata xmlns:dc='http://purl.org/dc/elements/1.1/'>"
+            f"<dc:identifier id='id'>x</dc:identifier><dc:title>{title}</dc:title><dc:creator>{author}</dc:creator>"
+            f"<dc:language>en</dc:language></metadata><manifest>{manifest}</manifest><spine{toc_attr}>{refs}</spine>"
+            "</package>")
+
+
+def write_handmade_epub(path: Path, opf: str, members: dict[str, bytes | str],
+                        container: str = CONTAINER_XML) -> Path:
+    """An EPUB written member by member: `mimetype` (stored), `META-INF/container.xml`, `OEBPS/content.opf`,
+    then `members` (name -> content), deflated."""
+    path = Path(path)
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("mimetype", "application/epub+zip", compress_type=zipfile.ZIP_STORED)
+        archive.writestr("META-INF/container.xml", container)
+        archive.writestr("OEBPS/content.opf", opf)
+        for name, content in members.items():
+            archive.writestr(name, content)
+    return path
+
+
+def simple_epub(path: Path, chapters=(("One", ("Some words.",)),), title: str = "Hand Made", author: str = "Someone",
+                extra: dict[str, bytes | str] | None = None) -> Path:
+    """A hand-made EPUB with one XHTML file per chapter in its spine (and `extra` members, not in the spine)."""
+    items = [(f"c{n}", f"c{n}.xhtml", "application/xhtml+xml") for n in range(1, len(chapters) + 1)]
+    members = {f"OEBPS/c{n}.xhtml": xhtml(h, ps) for n, (h, ps) in enumerate(chapters, start=1)}
+    opf = package_opf(title, author, items, [i for i, _, _ in items])
+    return write_handmade_epub(path, opf, {**members, **(extra or {})})
+
+
+def write_zero_bomb_epub(path: Path, member_bytes: int = 2**30, chunk: int = 2**20) -> Path:
+    """An EPUB whose one chapter file unpacks to `member_bytes` of zeros (about 1 MB on disk for 1 GB), written
+    from a generator so the writer never holds more than `chunk` bytes."""
+    path = Path(path)
+    opf = package_opf("Bomb", "Nobody", [("c1", "bomb.xhtml", "application/xhtml+xml")], ["c1"])
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as archive:
+        archive.writestr("mimetype", "application/epub+zip", compress_type=zipfile.ZIP_STORED)
+        archive.writestr("META-INF/container.xml", CONTAINER_XML)
+        archive.writestr("OEBPS/content.opf", opf)
+        zeros = bytes(chunk)
+        info = zipfile.ZipInfo("OEBPS/bomb.xhtml")
+        info.compress_type = zipfile.ZIP_DEFLATED  # a ZipInfo opened for writing is stored unless told
+        with archive.open(info, "w", force_zip64=True) as member:
+            for _ in range(member_bytes // chunk):
+                member.write(zeros)
+    return path
+
+
+def declare_size(path: Path, member: str, declared: int) -> Path:
+    """Patch the uncompressed size `member` declares (its local header and its central directory entry) to
+    `declared`, leaving its data as it is: a member that is larger in fact than it says."""
+    data = bytearray(Path(path).read_bytes())
+    name = member.encode()
+    # (signature, offset of the uncompressed size, of the name's length, of the name): local header, directory
+    for signature, size_at, length_at, name_at in ((b"PK\x03\x04", 22, 26, 30), (b"PK\x01\x02", 24, 28, 46)):
+        at = data.find(signature)
+        while at >= 0:
+            length = int.from_bytes(data[at + length_at:at + length_at + 2], "little")
+            if bytes(data[at + name_at:at + name_at + length]) == name:
+                data[at + size_at:at + size_at + 4] = declared.to_bytes(4, "little")
+            at = data.find(signature, at + 4)
+    Path(path).write_bytes(bytes(data))
+    return Path(path)
