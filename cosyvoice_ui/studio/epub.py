@@ -7,9 +7,10 @@ have no heading. Spine documents are read on demand, each once, images and other
 Limits, checked before anything is decompressed and again while reading:
 - the archive's central directory (its member count and size) is read from the end record first, so a zip of
   100,000 empty files is refused before Python builds 100,000 records;
-- each member read must declare at most `MAX_MEMBER_BYTES`, and the members read together at most
-  `MAX_READ_BYTES`; the bytes are counted as they are decompressed in chunks, so a member whose header lies
-  stops at its declared size (Python's zipfile then fails the CRC check, reported as a damaged book);
+- each member read must be stored or deflated (as EPUB requires; zipfile inflates those a bounded chunk at a
+  time), declare at most `MAX_MEMBER_BYTES`, and the members read together at most `MAX_READ_BYTES`; the bytes
+  are counted as they are decompressed in chunks, so a member whose header lies stops at its declared size
+  (Python's zipfile then fails the CRC check, reported as a damaged book);
 - XML is parsed without network access, DTD loading or entity expansion, with libxml2's own limits kept
   (`huge_tree=False`): entity bombs and external entities do nothing.
 """
@@ -87,6 +88,10 @@ class EpubArchive:
             info = self._zip.getinfo(name)
         except KeyError:
             raise damaged("a file its package lists is missing") from None
+        if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+            # EPUB allows only these two; zipfile decompresses bzip2 and LZMA a whole input chunk at a time,
+            # so 200 bytes of bzip2 could unpack to 200 MB in one call before any count could stop it
+            raise damaged("a file inside it uses a compression EPUB does not allow")
         if info.file_size > limit:
             raise _member_too_large(info.file_size, limit)
         if self.read_bytes + info.file_size > MAX_READ_BYTES:
@@ -143,6 +148,8 @@ class EpubArchive:
         base = posixpath.dirname(opf_name)
         manifest: dict[str, tuple[str, str, str]] = {}  # id -> (member name, media type, properties)
         for item in package.iterfind("{*}manifest/{*}item"):
+            if self.budget is not None:
+                self.budget.check()
             href = item.get("href")
             if item.get("id") and href:
                 manifest.setdefault(item.get("id"), (_member(base, href), (item.get("media-type") or "").strip(),
@@ -154,6 +161,8 @@ class EpubArchive:
                     if kind in DOCUMENT_TYPES and "nav" in props.split()), None)
         documents, listed = [], set()
         for itemref in spine.iterfind("{*}itemref"):
+            if self.budget is not None:
+                self.budget.check()
             entry = manifest.get(itemref.get("idref") or "")
             if entry is None or entry[1] not in DOCUMENT_TYPES or entry[0] == nav:
                 continue

@@ -186,9 +186,10 @@ def simple_epub(path: Path, chapters=(("One", ("Some words.",)),), title: str = 
     return write_handmade_epub(path, opf, {**members, **(extra or {})})
 
 
-def write_zero_bomb_epub(path: Path, member_bytes: int = 2**30, chunk: int = 2**20) -> Path:
-    """An EPUB whose one chapter file unpacks to `member_bytes` of zeros (about 1 MB on disk for 1 GB), written
-    from a generator so the writer never holds more than `chunk` bytes."""
+def write_zero_bomb_epub(path: Path, member_bytes: int = 2**30, chunk: int = 2**20,
+                         compression: int = zipfile.ZIP_DEFLATED) -> Path:
+    """An EPUB whose one chapter file unpacks to `member_bytes` of zeros (deflated: about 1 MB on disk for 1 GB;
+    bzip2: a few hundred bytes), written from a generator so the writer never holds more than `chunk` bytes."""
     path = Path(path)
     opf = package_opf("Bomb", "Nobody", [("c1", "bomb.xhtml", "application/xhtml+xml")], ["c1"])
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as archive:
@@ -197,7 +198,7 @@ def write_zero_bomb_epub(path: Path, member_bytes: int = 2**30, chunk: int = 2**
         archive.writestr("OEBPS/content.opf", opf)
         zeros = bytes(chunk)
         info = zipfile.ZipInfo("OEBPS/bomb.xhtml")
-        info.compress_type = zipfile.ZIP_DEFLATED  # a ZipInfo opened for writing is stored unless told
+        info.compress_type = compression  # a ZipInfo opened for writing is stored unless told
         with archive.open(info, "w", force_zip64=True) as member:
             for _ in range(member_bytes // chunk):
                 member.write(zeros)

@@ -12,8 +12,10 @@ What is promised, and checked here:
   member and per book) each refuse with their own code and advice.
 - Memory: reading any EPUB bomb here costs at most 64 MB of peak extra memory (`MAX_EXTRA_MB`), measured as
   the growth of `ru_maxrss` in a forked child of a fresh interpreter (so libxml2's memory counts too), one child
-  per book. A 1 GB member, a member larger than it declares, 100,000 members and entity bombs are refused before
-  anything big is read (about 1 MB each); a member listed 8 times is read once.
+  per book. A 1 GB member, a member larger than it declares, a bzip2 member (200 MB in 177 bytes; EPUB allows
+  only stored and deflated members), 100,000 members and entity bombs are refused before anything big is read
+  (about 1-3 MB each); a member listed 8 times is read once (15 MB for its 2 MB of text); five 15 MB members
+  stop at the per-book budget (about 50 MB).
 - Text: control characters and bidi overrides are removed from titles from every source and in every encoding;
   a binary file is refused by looking at the whole file; nothing a title holds adds a chapter marker; WebVTT cue
   text is escaped; titles and names shown in Markdown are text.
@@ -303,6 +305,13 @@ def _declared_smaller(path: Path) -> Path:
     return ebooks.declare_size(path, "OEBPS/c1.xhtml", 1024)
 
 
+def _bzip2_declared_small(path: Path) -> Path:
+    """200 MB of zeros in 177 bytes of bzip2 (which EPUB does not allow), declaring 1 KB: zipfile would unpack
+    it all in its first read."""
+    ebooks.write_zero_bomb_epub(path, 200 * 2**20, compression=zipfile.ZIP_BZIP2)
+    return ebooks.declare_size(path, "OEBPS/bomb.xhtml", 1024)
+
+
 def _listed_eight_times(path: Path) -> Path:
     items = [(f"c{n}", "c1.xhtml", "application/xhtml+xml") for n in range(8)]
     opf = ebooks.package_opf("Eight", "A", items, [item for item, _, _ in items])
@@ -337,6 +346,7 @@ def _deep_nesting(path: Path) -> Path:
 EPUB_BOMBS = {  # name -> (maker, refusal code or None when the book reads)
     "1-gb-member": (ebooks.write_zero_bomb_epub, "epub_member_too_large"),
     "declared-smaller-than-it-is": (_declared_smaller, "bad_book"),
+    "bzip2-200-mb-declared-1-kb": (_bzip2_declared_small, "bad_book"),
     "listed-8-times": (_listed_eight_times, None),
     "100k-members": (_many_members, "epub_too_many_files"),
     "billion-laughs-in-package": (_laughs_in_package, "bad_book"),
