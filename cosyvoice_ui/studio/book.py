@@ -12,7 +12,9 @@ within a size budget (file bytes, characters, lines, chapters; EPUB members in `
 
 from __future__ import annotations
 
+import itertools
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -267,17 +269,17 @@ def _without_code_blocks(lines: list[str]) -> list[str]:
 
 def _markdown_paragraphs(lines: list[str], budget: Budget) -> list[str]:
     paragraphs = []
-    for paragraph in _paragraphs_of_lines([strip_line_markup(line) for line in lines], budget):
+    for paragraph in _paragraphs_of_lines((strip_line_markup(line) for line in lines), budget):
         plain = plain_inline(paragraph, budget)
         if plain:
             paragraphs.append(plain)
     return paragraphs
 
 
-def _paragraphs_of_lines(lines: list[str], budget: Budget | None = None) -> list[str]:
+def _paragraphs_of_lines(lines: Iterable[str], budget: Budget | None = None) -> list[str]:
     """Blank-line separated paragraphs; the lines of a hard-wrapped paragraph are joined (CJK without a space)."""
     paragraphs, current = [], []
-    for line in [*lines, ""]:
+    for line in itertools.chain(lines, [""]):
         if budget is not None:
             budget.check()
         if line.strip():

@@ -67,8 +67,14 @@ class _Candidate:
 def parse_script(text: str) -> list[ScriptLine]:
     """The spoken lines of `text` in order (see the module's rules). Raises `InvalidRequest("script_empty")`
     when nothing is left to speak."""
-    rows = str(text or "").splitlines()
-    _check_size(text, rows)
+    text = str(text or "")
+    if len(text) > MAX_SCRIPT_CHARS:  # before splitting: a list of lines of a huge text is itself the cost
+        raise too_large("script_too_long", "script", len(text), MAX_SCRIPT_CHARS, "characters",
+                        "Split it into several projects.")
+    rows = text.splitlines()
+    if len(rows) > MAX_SCRIPT_LINES:
+        raise too_large("script_too_many_lines", "script", len(rows), MAX_SCRIPT_LINES, "lines",
+                        "Split it into several projects.")
     budget = Budget(SCRIPT_SECONDS, "script")
     candidates = []
     for number, raw in enumerate(rows):
@@ -137,15 +143,6 @@ def replace_line(script: str, source: int, speaker: str, text: str) -> str:
         if {line.source: (line.speaker, line.text) for line in parse_script(trial)} == expected:
             break
     return trial + ("\n" if str(script).endswith("\n") else "")
-
-
-def _check_size(text, rows: list[str]) -> None:
-    if len(str(text or "")) > MAX_SCRIPT_CHARS:
-        raise too_large("script_too_long", "script", len(str(text)), MAX_SCRIPT_CHARS, "characters",
-                        "Split it into several projects.")
-    if len(rows) > MAX_SCRIPT_LINES:
-        raise too_large("script_too_many_lines", "script", len(rows), MAX_SCRIPT_LINES, "lines",
-                        "Split it into several projects.")
 
 
 def _candidate(number: int, raw: str) -> _Candidate | None:
