@@ -24,4 +24,4 @@ def plain(text: object) -> str:
 
 def plain_html(text: object) -> str:
     """`text` escaped for an HTML context (a gr.Error modal, gr.HTML): entities only, no backslashes."""
-    return html.escape(str(text if text is not None else ""), quote=True)
+    return html.escape(str(text if text is not None else ""), quote=False)  # text content, not an attribute

@@ -94,7 +94,7 @@ def build_lines(page, studio, current, revision, status) -> None:
         for position, line in enumerate(project.lines[first:first + PAGE_SIZE], start=first + 1):
             take = line.take
             with gr.Group(elem_classes=["studio-line", f"studio-line-{line.id}"]):
-                gr.Markdown(f"**{position}\\. {plain(line.speaker)}** · {plain(take_info(line, lang))}",
+                gr.Markdown(f"**{position}. {plain(line.speaker)}** · {plain(take_info(line, lang))}",
                             elem_classes=["studio-line-info"], **MARKDOWN_OPTIONS)
                 with gr.Row(equal_height=True):
                     path = project.take_path(take) if take is not None else None
