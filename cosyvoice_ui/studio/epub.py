@@ -70,9 +70,10 @@ class EpubArchive:
             self._zip = zipfile.ZipFile(self.path)
         except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError):
             raise damaged("its zip directory could not be read") from None
-        if len(self._zip.infolist()) > MAX_MEMBERS:  # the end record understated its count
+        count = len(self._zip.infolist())
+        if count > MAX_MEMBERS:  # the end record understated its count
             self._zip.close()
-            raise _too_many_files(len(self._zip.infolist()))
+            raise _too_many_files(count)
 
     def __enter__(self) -> EpubArchive:
         return self
