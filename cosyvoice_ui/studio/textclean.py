@@ -87,11 +87,13 @@ def _decode(data: bytes) -> str:
     if data.startswith((b"\xff\xfe", b"\xfe\xff")):
         return _strict(data, "utf-16")
     if b"\x00" in data:
-        # UTF-16 without a BOM: its ASCII characters put NULs on one side of each byte pair
+        # UTF-16 without a BOM: its ASCII characters (spaces, newlines, digits) put NULs on one side of many byte
+        # pairs; a few stray NULs in a UTF-8 file are binary data, not a sign of UTF-16
         even, odd = data[0::2].count(0), data[1::2].count(0)
-        if odd > 4 * even and odd >= 4:
+        enough = max(4, len(data) // 200)  # 1% of one side's bytes
+        if odd > 4 * even and odd >= enough:
             return _strict(data, "utf-16-le")
-        if even > 4 * odd and even >= 4:
+        if even > 4 * odd and even >= enough:
             return _strict(data, "utf-16-be")
         raise NotText("the file holds binary data (NUL bytes)")
     for encoding in ("utf-8", "gb18030"):

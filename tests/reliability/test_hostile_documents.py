@@ -492,6 +492,16 @@ def test_a_nul_deep_in_a_file_is_refused_as_binary(encoding: str, tmp_path: Path
     Refusal("bad_book", ("not a text book", "binary")).check(result.code, str(result), str(tmp_path))
 
 
+def test_a_few_stray_nuls_in_a_utf8_file_are_binary_not_utf16(tmp_path: Path) -> None:
+    data = bytearray(_deep_book("Chapter 9: End").encode("utf-8"))
+    for at in range(1001, 1011, 2):  # five NULs, all on odd offsets, as UTF-16-LE would have them
+        data[at] = 0
+    path = tmp_path / "book.txt"
+    path.write_bytes(bytes(data))
+    result = _read(path)
+    assert isinstance(result, InvalidRequest) and result.code == "bad_book"
+
+
 def test_titles_and_names_from_epub_metadata_toc_and_headings_are_cleaned(tmp_path: Path) -> None:
     nasty = ebooks.simple_epub(tmp_path / "a.epub", chapters=(("Head\x1b[2J\u202eing\x07", ("Words\x1b here.",)),),
                                title="Book\u202e\x9b Title", author="Auth\u2066or\x85")
