@@ -56,7 +56,8 @@ def state_markdown(manager: ModelManager, lang: str = "en") -> str:
         left = max(0.0, manager.idle_unload_s - s.idle_for_s)
         parts.append(strings.label("state_release", lang).format(seconds=left))
     text = " · ".join(parts)
-    error = without_paths(s.error, (manager.models_dir, Path(manager.model_id).parent, Path.cwd()))
+    roots = (getattr(manager, "models_dir", None), Path(str(getattr(manager, "model_id", ""))).parent, Path.cwd())
+    error = without_paths(s.error, roots)
     return text + (f"\n\n{strings.prefixed('state_failed', error, lang)}" if s.error else "")
 
 

@@ -220,7 +220,8 @@ class StudioHandlers:
         an id whose glossary was deleted since is refused (`glossary_unknown`)."""
         if value in (None, "", {}):
             return None
-        return resolve_glossary(GlossaryStore(Path(self.settings.glossary_dir)), value)
+        store = GlossaryStore(Path(self.settings.glossary_dir), self.settings.max_glossaries)
+        return resolve_glossary(store, value)
 
     def render_all(self, folder: str, glossary=None, progress: Callable[[ProgressEvent], None] | None = None,
                    cancel: threading.Event | None = None, policy: RetryPolicy | None = None) -> RenderSummary:
