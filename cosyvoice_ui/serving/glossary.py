@@ -233,8 +233,15 @@ def to_json(glossary: Glossary) -> str:
 def from_json(data: str | bytes | Mapping | list) -> Glossary:
     """A checked glossary from `to_json`'s shape, an entries list or a {word: pronunciation} dict."""
     if isinstance(data, (str, bytes)):
+        if len(data) > MAX_FILE_BYTES:
+            raise InvalidRequest("glossary_file_too_large", f"the glossary is over {MAX_FILE_BYTES // 2**20} MB; a "
+                                 f"glossary holds at most {MAX_ENTRIES} short entries",
+                                 limit_mb=MAX_FILE_BYTES // 2**20)
         try:
             data = json.loads(data)
+        except RecursionError:
+            raise InvalidRequest("glossary_invalid_json", "the glossary nests arrays or objects too deeply to be a "
+                                 "glossary; use the entries list or a {word: pronunciation} object") from None
         except (ValueError, UnicodeDecodeError) as exc:
             raise InvalidRequest("glossary_invalid_json", f"the glossary is not valid JSON ({exc.__class__.__name__}"
                                  f" at {getattr(exc, 'lineno', '?')}:{getattr(exc, 'colno', '?')}); check the "
@@ -258,6 +265,9 @@ def from_json(data: str | bytes | Mapping | list) -> Glossary:
 def read_glossary_file(path: str | Path) -> Glossary:
     """A glossary from a JSON file the user names (the CLI's `--glossary FILE`)."""
     try:
+        if Path(path).stat().st_size > MAX_FILE_BYTES:
+            raise InvalidRequest("glossary_file_too_large", f"the glossary file is over {MAX_FILE_BYTES // 2**20} MB; "
+                                 f"a glossary holds at most {MAX_ENTRIES} short entries", limit_mb=MAX_FILE_BYTES // 2**20)
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         reason = "not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else (exc.strerror or "unreadable")

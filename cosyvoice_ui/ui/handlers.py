@@ -30,6 +30,7 @@ from ..studio.subtitles import SUBTITLE_FORMATS, Cue, SegmentClock, render
 from ..types import EngineInfo, Mode, ProgressEvent, SynthesisRequest
 from ..validation import check_request, mode_hint
 from . import strings
+from .markup import plain_html
 
 log = logging.getLogger(__name__)
 
@@ -193,7 +194,7 @@ class Handlers:
             audio_utils.check_format(options.fmt)  # before the work, not when the result is written
             request, ref = self.with_default_voice(request)
         except InvalidRequest as exc:
-            raise gr.Error(strings.message(exc, lang)) from None
+            raise gr.Error(plain_html(strings.message(exc, lang))) from None
         cancel = self.cancel_flag(http_request)
         first_reasons: dict[int, list[str]] = {}  # segment → why its first take was refused
         report = progress_adapter(progress, lang, first_reasons)
@@ -220,7 +221,7 @@ class Handlers:
                         out = chunk.samples * gain if gain else chunk.samples
                         yield (rate, np.clip(out, -1, 1)), skip, skip, skip, skip, skip
         except CosyVoiceError as exc:
-            raise gr.Error(failure_text(exc, lang)) from None
+            raise gr.Error(plain_html(failure_text(exc, lang))) from None
         wave = audio_utils.join_chunks(pieces)
         if options.normalize:
             wave = audio_utils.normalize_loudness(wave, rate)

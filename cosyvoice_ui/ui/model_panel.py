@@ -16,6 +16,7 @@ from ..serving.manager import ModelManager
 from ..settings import Settings
 from ..types import ProgressEvent
 from . import strings
+from .markup import plain_html
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +110,7 @@ def build_model_panel(manager: ModelManager, settings: Settings, t, page=None) -
         try:
             manager.engine(lambda e: progress(e.fraction, desc=strings.progress_text(e, lang)))
         except CosyVoiceError as exc:
-            raise gr.Error(strings.prefixed("load_failed", exc, lang)) from None
+            raise gr.Error(plain_html(strings.prefixed("load_failed", exc, lang))) from None
         return state_markdown(manager, lang)
 
     def on_unload(request: gr.Request):

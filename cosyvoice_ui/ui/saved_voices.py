@@ -8,6 +8,7 @@ from ..serving.voice_service import save_voice
 from . import strings
 from .options import Options
 from .requests import prompt_from_file
+from .markup import plain_html
 
 
 class SavedVoices:
@@ -55,7 +56,7 @@ class SavedVoices:
                                          "(3-30 seconds of clear speech)", what="prompt audio")
                 voice, _ = save_voice(manager, self.library, label, audio, data[transcript] or "")
             except InvalidRequest as exc:
-                raise gr.Error(strings.message(exc, lang)) from None
+                raise gr.Error(plain_html(strings.message(exc, lang))) from None
             gr.Info(strings.label("voice_saved", lang).format(name=voice.name))
             return [gr.update(choices=self.choices(), value=voice.id if d is select else None) for d in dropdowns]
 

@@ -189,6 +189,7 @@ MESSAGES_ZH: dict[str, str] = {
     "glossary_too_many": "一个词表最多 {limit} 个词条；请拆分为多个词表。",
     "glossary_duplicate": "“{word}”出现了两次；每个词只保留一个词条。",
     "glossary_invalid_json": "词表不是有效的 JSON；请检查文件的语法。",
+    "glossary_file_too_large": "词表文件超过 {limit_mb} MB；一个词表最多只有 500 条简短的词条。",
     "glossary_unreadable": "无法读取词表文件 {file}；请提供 JSON 文件或已保存词表的 ID。",
     "glossary_unknown": "没有名为“{glossary}”的已保存词表；请在“词表”页中选择或保存一个。",
     "glossary_store_unwritable": "无法写入词表文件夹：请检查它是否可写、磁盘是否还有空间。",

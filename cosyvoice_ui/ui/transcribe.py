@@ -12,6 +12,7 @@ from ..types import ProgressEvent
 from . import strings
 from .handlers import progress_adapter
 from .requests import prompt_from_file
+from .markup import plain_html
 
 
 def transcribe_file(transcriber, path: str | None, language: str | None = None, backend: str | None = None,
@@ -45,7 +46,7 @@ def add_transcribe(page, audio_component, textbox, language=None):
             text = transcribe_file(page.handlers.transcriber(), data[audio_component], wanted or None,
                                    page.handlers.asr_backend(), progress_adapter(progress, lang))
         except InvalidRequest as exc:
-            raise gr.Error(strings.message(exc, lang)) from None
+            raise gr.Error(plain_html(strings.message(exc, lang))) from None
         return text
 
     button.click(transcribe, inputs=inputs, outputs=textbox, concurrency_limit=1, concurrency_id="transcribe",

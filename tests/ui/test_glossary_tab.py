@@ -90,10 +90,12 @@ def test_export_then_import_gives_the_same_glossary(tmp_path: Path) -> None:
 def test_preview_with_a_loaded_model_and_without_one() -> None:
     glossary = edited_glossary("Names", ROWS, False)
     reads_hints = FakeEngine(pronunciation=("pinyin", "cmu"))
-    loaded = preview_markdown(reads_hints, reads_hints.info, "We flew to Xi'an with a GIF.", glossary, "en")
+    # the reading is shown as text: Markdown's punctuation is backslash-escaped in the source
+    loaded = preview_markdown(reads_hints, reads_hints.info, "We flew to Xi'an with a GIF.", glossary,
+                              "en").replace("\\", "")
     assert "**How it will be read** (fake)" in loaded and "[x][ī][ān]" in loaded and "[JH][IH1][F]" in loaded
     plain = FakeEngine()  # reads no hints: the respelling, and GIF has none
-    unloaded = preview_markdown(None, plain.info, "We flew to Xi'an with a GIF.", glossary, "en")
+    unloaded = preview_markdown(None, plain.info, "We flew to Xi'an with a GIF.", glossary, "en").replace("\\", "")
     assert "load a model" in unloaded and "Shee-ahn" in unloaded
     assert "**Not used on fake:** “GIF”" in unloaded
     assert "没有词表里的词" in preview_markdown(None, plain.info, "Nothing here.", glossary, "zh")

@@ -14,6 +14,7 @@ from ...errors import InvalidRequest
 from .. import strings
 from ..page import Page
 from ..requests import field_of, request_from_meta
+from ..markup import plain_html
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,7 @@ def wire_generate(page: Page, controls: Controls, fields: dict, make_meta: Calla
         try:
             meta, req = request_of(data)
         except InvalidRequest as exc:  # an unreadable upload, when no validator ran first (a trigger)
-            raise gr.Error(strings.message(exc, lang)) from None
+            raise gr.Error(plain_html(strings.message(exc, lang))) from None
         yield from handlers.generate(req, options.output(data), options.past(data), request, progress, meta, lang)
 
     def validate(data: dict):

@@ -12,6 +12,7 @@ from ..handlers import failure_text, progress_adapter
 from ..page import Page
 from ..requests import vc_meta
 from .controls import Controls, build_controls, wire_generate
+from ..markup import plain_html
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,7 @@ def build_convert(page: Page) -> ConvertTab:
             spoken = example_source(folder, page.manager, progress_adapter(progress, lang),
                                     page.handlers.cancel_flag(request))
         except CosyVoiceError as exc:
-            raise gr.Error(failure_text(exc, lang)) from None
+            raise gr.Error(plain_html(failure_text(exc, lang))) from None
         if spoken is None:
             raise gr.Error(strings.label("example_unavailable", lang))
         voice, _ = example_voice(folder)

@@ -13,11 +13,12 @@ from pathlib import Path
 
 from ...errors import InvalidRequest
 from ...files import write_atomic
-from ...serving.glossary import (RESPELL, Glossary, GlossaryStore, applied, from_json, make_glossary, preview,
+from ...serving.glossary import (MAX_ENTRIES, MAX_FILE_BYTES, RESPELL, Glossary, GlossaryStore, applied, from_json, make_glossary, preview,
                                  to_json)
 from ...types import EngineInfo
 from .. import strings
 from ..page import Page
+from ..markup import plain, plain_html
 
 COLUMNS = 3  # word, pronunciation, respelling
 HEADERS = ("Word · 词", "Pronunciation · 读音", "Respelling · 改写读法")
@@ -85,6 +86,9 @@ def export_file(glossary: Glossary, folder: Path) -> Path:
 def import_file(path: str | Path) -> Glossary:
     """A glossary from an uploaded JSON file (any shape `from_json` reads); InvalidRequest when unreadable."""
     try:
+        if Path(path).stat().st_size > MAX_FILE_BYTES:
+            raise InvalidRequest("glossary_file_too_large", f"the glossary file is over {MAX_FILE_BYTES // 2**20} MB; "
+                                 f"a glossary holds at most {MAX_ENTRIES} short entries", limit_mb=MAX_FILE_BYTES // 2**20)
         data = Path(path).read_bytes()
     except OSError:
         raise InvalidRequest("glossary_unreadable", "the uploaded glossary file cannot be read; upload it again",
@@ -103,11 +107,12 @@ def preview_markdown(engine, info: EngineInfo | None, text: str, glossary: Gloss
     model = info.name if info is not None else "-"
     lines = preview(engine, text, glossary, info)
     head = strings.label("glossary_reading" if engine is not None else "glossary_reading_no_model", lang)
-    parts = [head.format(model=model), "\n".join(f"{n}. {line}" for n, line in enumerate(lines, 1)) or "-"]
+    parts = [head.format(model=plain(model)),
+             "\n".join(f"{n}. {plain(line)}" for n, line in enumerate(lines, 1)) or "-"]
     outcome = applied(text, glossary, info)
     if outcome.skipped:
-        words = ", ".join(f"“{entry.word}”" for entry, _ in outcome.skipped)
-        parts.append(strings.label("glossary_skipped", lang).format(model=model, words=words))
+        words = ", ".join(f"“{plain(entry.word)}”" for entry, _ in outcome.skipped)
+        parts.append(strings.label("glossary_skipped", lang).format(model=plain(model), words=words))
     elif not outcome.used:
         parts.append(strings.label("glossary_unused_none", lang))
     return "\n\n".join(parts)
@@ -161,7 +166,7 @@ def build_glossary(page: Page) -> GlossaryTab:
         return options.language(data)
 
     def fail(exc: InvalidRequest, data: dict):
-        raise gr.Error(strings.message(exc, lang_of(data))) from None
+        raise gr.Error(plain_html(strings.message(exc, lang_of(data)))) from None
 
     def choices(value: str):
         return gr.update(choices=options.glossary_choices(), value=value)

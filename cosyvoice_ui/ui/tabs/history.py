@@ -8,6 +8,7 @@ from ...errors import InvalidRequest
 from .. import strings
 from ..page import Page
 from ..requests import request_from_meta
+from ..markup import MARKDOWN_OPTIONS, plain, plain_html
 
 
 def inside(path, folders: list[Path]) -> bool:
@@ -43,7 +44,7 @@ def build_history(page: Page) -> None:
             try:
                 req = request_from_meta(checked_meta(meta), entry.get("speed"), entry.get("seed"))
             except InvalidRequest as exc:  # the recording of an old entry is gone or unreadable
-                raise gr.Error(strings.message(exc, options.language(data))) from None
+                raise gr.Error(plain_html(strings.message(exc, options.language(data)))) from None
             for result in handlers.run(req, options.output(data), options.past(data), request, progress, meta,
                                        options.language(data)):
                 pass
@@ -62,7 +63,8 @@ def build_history(page: Page) -> None:
             lang = strings.language_of(browser_lang)
             for entry in entries:
                 with gr.Row(variant="panel"):
-                    gr.Markdown(f"{strings.history_line(entry, lang)}\n\n{entry.get('text', '')}")
+                    gr.Markdown(f"{strings.history_line(entry, lang)}\n\n{plain(entry.get('text', ''))}",
+                                **MARKDOWN_OPTIONS)
                     played = entry.get("file") if inside(entry.get("file"), results) else None
                     gr.Audio(played, interactive=False, show_label=False)
                     listed = entry.get("subtitles") if isinstance(entry.get("subtitles"), list) else []
