@@ -193,6 +193,12 @@ MESSAGES_ZH: dict[str, str] = {
     "glossary_unreadable": "无法读取词表文件 {file}；请提供 JSON 文件或已保存词表的 ID。",
     "glossary_unknown": "没有名为“{glossary}”的已保存词表；请在“词表”页中选择或保存一个。",
     "glossary_store_unwritable": "无法写入词表文件夹：请检查它是否可写、磁盘是否还有空间。",
+    "glossary_name_taken": "已有 {limit} 个词表使用由“{name}”生成的 ID；请换一个名称，或删除一些词表。",
+    "glossary_store_limit": "本服务器最多保存 {limit} 个词表，已经存满；请删除不再需要的词表，或请服务器管理员调高 --max-glossaries。",
+    "voice_store_limit": "本服务器最多保存 {limit} 个声音，已经存满；请删除不再需要的声音，或请服务器管理员调高 --max-voices。",
+    "project_store_limit": "本服务器最多保存 {limit} 个项目，已经存满；请删除不再需要的项目，或请服务器管理员调高 --max-projects。",
+    "audiobook_store_limit": "本服务器最多保存 {limit} 个有声书任务，已经存满；请删除旧任务，或请服务器管理员调高 --max-projects。",
+    "voice_name_taken": "以“{name}”命名的声音太多；请换一个名称。",
     "asr_unknown": "语音识别模型 {backend} 不可用；请先下载它，或用 --asr-model auto 启动。",
     "asr_unavailable": "没有可用的语音识别：请下载 Whisper 模型（python -m cosyvoice_ui download whisper-small，"
                        "约 1 GB，支持 99 种语言），或为英语安装 pocketsphinx。",

@@ -22,6 +22,7 @@ from ..serving.glossary import apply_glossary
 from ..serving.takes import RetryPolicy
 from ..studio.audiobook import BookJob, BookResult, BookSettings, state_summary
 from ..studio.book import BOOK_EXTENSIONS, Book, Chapter, read_book
+from ..store_index import check_room, entries_of
 from ..studio.voice_map import VoiceChoice
 from ..types import ProgressEvent
 from .studio_handlers import StudioHandlers, VoiceRow, choice_of_row, folder_name, retry_policy
@@ -72,6 +73,9 @@ class BookHandlers:
         """Read the uploaded book and run its job (a second start of the same book continues where it stopped)."""
         book = self.read(path)
         folder = self.folder_of(book, path)
+        if not folder.is_dir():  # a new job (a second start of the same book continues the old one)
+            jobs = sum(1 for entry in entries_of(self.root) if entry.is_dir())
+            check_room(jobs, self.studio.settings.max_projects, "audiobook", "--max-projects")
         folder.mkdir(parents=True, exist_ok=True)
         source = folder / f"source{Path(path).suffix.lower()}"
         if Path(path).resolve() != source.resolve():

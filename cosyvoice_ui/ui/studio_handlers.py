@@ -13,6 +13,7 @@ import json
 import re
 import threading
 import time
+import unicodedata
 import weakref
 import zipfile
 from collections.abc import Callable, Iterator
@@ -25,6 +26,7 @@ from ..files import write_atomic
 from ..serving.glossary import Glossary, GlossaryStore, apply_glossary, resolve_glossary
 from ..serving.takes import RetryPolicy
 from ..settings import Settings
+from ..store_index import StoreIndex, check_room, entries_of
 from ..studio import mixdown
 from ..studio.project import PROJECT_FILE, Project, Take
 from ..studio.render import RenderSummary, render_line, render_project
@@ -34,6 +36,7 @@ from .requests import prompt_from_file
 
 EXPORT_PARTS = ("mix", "stems_zip", "stems", "srt", "vtt")
 MAX_NAME_CHARS = 80
+MAX_RECORD_BYTES = 32 * 2**20  # a project.json this big is listed by its folder name, not read
 BUSY_WAIT_S = 2.0  # a quick edit waits this long for the project's lock before it is refused
 
 
@@ -59,9 +62,25 @@ def retry_policy(settings: Settings) -> RetryPolicy:
 
 
 def folder_name(name: str) -> str:
-    """A project's folder name from its display name (letters of any script kept)."""
-    slug = re.sub(r"[^\w-]+", "-", " ".join(str(name or "").split()), flags=re.UNICODE).strip("-_")
+    """A project's folder name from its display name (letters of any script kept; NFKC, so a full-width
+    look-alike names the same folder; control characters dropped)."""
+    text = "".join(ch for ch in unicodedata.normalize("NFKC", str(name or ""))
+                   if unicodedata.category(ch) not in ("Cc", "Cf"))
+    slug = re.sub(r"[^\w-]+", "-", " ".join(text.split()), flags=re.UNICODE).strip("-_")
     return slug[:60]
+
+
+def _project_summary(folder: str, record: Path) -> dict | None:
+    """What the project list shows of one project: its name and when it last changed."""
+    try:
+        modified = record.stat().st_mtime
+        if record.stat().st_size > MAX_RECORD_BYTES:
+            return {"name": folder, "modified": modified}
+        data = json.loads(record.read_text(encoding="utf-8"))
+        name = str(data.get("name") or folder) if isinstance(data, dict) else folder
+    except (OSError, ValueError):
+        return None
+    return {"name": name, "modified": modified}
 
 
 def clean_name(name: str) -> str:
@@ -106,6 +125,7 @@ class StudioHandlers:
         self.resolver = resolver
         self.root = Path(settings.projects_dir)
         self.memory = VoiceMemory(self.root / "voices.json")
+        self.index = StoreIndex(self.root, self._records, _project_summary)  # listings read changed files only
         self._locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
 
@@ -125,18 +145,14 @@ class StudioHandlers:
         finally:
             lock.release()
 
+    def _records(self):
+        for entry in entries_of(self.root):
+            if entry.name == folder_name(entry.name) and entry.is_dir() and entry.name != "books":
+                yield entry.name, Path(entry.path) / PROJECT_FILE
+
     def projects(self) -> list[tuple[str, str]]:
-        """(display name, folder) of every project under the projects folder, newest first."""
-        found = []
-        if self.root.is_dir():
-            for path in self.root.iterdir():
-                file = path / PROJECT_FILE
-                if file.is_file():
-                    try:
-                        name = str(json.loads(file.read_text(encoding="utf-8")).get("name") or path.name)
-                    except (OSError, ValueError, AttributeError):
-                        name = path.name
-                    found.append((file.stat().st_mtime, name, path.name))
+        """(display name, folder) of every project under the projects folder, newest first (from the index)."""
+        found = [(summary["modified"], summary["name"], folder) for folder, summary in self.index.summaries().items()]
         return [(name, folder) for _, name, folder in sorted(found, reverse=True)]
 
     def path_of(self, folder: str) -> Path:
@@ -159,7 +175,9 @@ class StudioHandlers:
         if (folder / PROJECT_FILE).exists():
             raise InvalidRequest("project_exists", f"a project called “{name}” already exists; open it from the list, "
                                  "or choose another name", project=name)
-        return Project.create(folder, name, script, memory=self.memory)
+        with self._guard:
+            check_room(len(self.index.summaries()), self.settings.max_projects, "project", "--max-projects")
+            return Project.create(folder, name, script, memory=self.memory)
 
     def remembered(self, name: str) -> tuple[VoiceChoice | None, Path | None]:
         """The voice the memory keeps for `name` and its sample file (a sample voice whose file is gone: none)."""

@@ -453,3 +453,26 @@ def test_wrong_passwords_and_keys_back_off_with_retry_after(tmp_path: Path) -> N
         check_clean(refused.json()["error"]["message"])
         clock.now += 3600
         assert c.get("/v1/voices", headers={"authorization": "Bearer " + "k" * 16}).status_code == 200
+
+
+def test_projects_have_a_cap_nfkc_folders_and_an_indexed_list(tmp_path: Path, monkeypatch) -> None:
+    from cosyvoice_ui.ui import studio_handlers
+    from cosyvoice_ui.ui.studio_handlers import StudioHandlers
+
+    studio = StudioHandlers(fake_manager(), Settings(projects_dir=tmp_path / "projects", max_projects=3))
+    studio.create("Radio play", "Alice: Hi.\nBob: Hello.")
+    with pytest.raises(InvalidRequest) as twin:
+        studio.create("Ｒａｄｉｏ play", "Alice: Hi.")  # a full-width look-alike is the same project
+    assert twin.value.code == "project_exists"
+    studio.create("Second", "Hi.")
+    studio.create("Third", "Hi.")
+    with pytest.raises(StoreFull) as full:
+        studio.create("Fourth", "Hi.")
+    assert full.value.code == "project_store_limit" and "--max-projects" in full.value.message
+    reads = []
+    original = studio_handlers._project_summary
+    monkeypatch.setattr(studio_handlers, "_project_summary",
+                        lambda folder, record: reads.append(folder) or original(folder, record))
+    again = StudioHandlers(fake_manager(), Settings(projects_dir=tmp_path / "projects", max_projects=3))
+    assert sorted(name for name, _ in again.projects()) == ["Radio play", "Second", "Third"]
+    assert reads == []  # listed from the index file, no project.json read
