@@ -148,6 +148,6 @@ def check_request(request: SynthesisRequest, info: EngineInfo | None, max_text_c
                                      "is said in it), or use cross-lingual mode, which needs none")
     if mode is Mode.VC:
         source = audio_utils.check_prompt(request.source_audio, what="source audio", min_seconds=0.5,
-                                          max_seconds=300.0)
+                                          max_seconds=audio_utils.MAX_SOURCE_SECONDS)
     values = {f.name: getattr(request, f.name) for f in fields(SynthesisRequest)}
     return CheckedRequest(**{**values, "prompt_audio": prompt, "source_audio": source}, checked_against=info)

@@ -549,7 +549,7 @@ import torch
 assert torch.__version__.split("+")[0] == "2.13.0" and torch.version.cuda is None, torch.__version__
 for module in ("cosyvoice_ui", "cosyvoice_ui.web.server", "cosyvoice_ui.api.routes", "cosyvoice_ui.ui.layout",
                "cosyvoice_ui.cosyvoice.engine", "cosyvoice_ui.asr", "gradio", "fastapi", "uvicorn", "onnxruntime",
-               "soundfile", "scipy", "tokenizers", "transformers", "pocketsphinx", "ebooklib", "lxml", "mcp"):
+               "soundfile", "scipy", "tokenizers", "transformers", "pocketsphinx", "lxml", "mcp"):
     importlib.import_module(module)
 from cosyvoice_ui.offline import offline_available
 ok, why = offline_available()
