@@ -25,6 +25,14 @@ def free_port() -> int:
 @contextlib.contextmanager
 def running_app(model_dir: Path, work: Path, *flags: str, timeout_s: float = 120) -> Iterator[str]:
     """Yield the base URL ("http://127.0.0.1:PORT/") of `app.py --model-dir model_dir *flags`, run in `work`."""
+    with running_app_process(model_dir, work, *flags, timeout_s=timeout_s) as (url, _):
+        yield url
+
+
+@contextlib.contextmanager
+def running_app_process(model_dir: Path, work: Path, *flags: str,
+                        timeout_s: float = 120) -> Iterator[tuple[str, subprocess.Popen]]:
+    """Like `running_app`, yielding (base URL, the server's process) for tests that watch its memory."""
     port = free_port()
     log_path = work / "app.log"
     with open(log_path, "w") as log:
@@ -45,7 +53,7 @@ def running_app(model_dir: Path, work: Path, *flags: str, timeout_s: float = 120
                 if time.monotonic() > deadline:
                     pytest.fail(f"the app did not start within {timeout_s:.0f} s: " + log_path.read_text()[-2000:])
                 time.sleep(0.5)
-        yield url
+        yield url, proc
     finally:
         proc.terminate()
         try:
