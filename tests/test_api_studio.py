@@ -24,7 +24,7 @@ from fastapi.testclient import TestClient
 from cosyvoice_ui.api.routes import add_docs, add_routes
 from cosyvoice_ui.serving.manager import ModelManager
 from cosyvoice_ui.settings import Settings
-from cosyvoice_ui.studio.subtitles import parse
+from cosyvoice_ui.serving.subtitles import parse
 from cosyvoice_ui.testing.fakes import FakeEngine
 from cosyvoice_ui.types import AudioChunk, CheckedRequest, Mode, ProgressCallback
 from cosyvoice_ui.web.server import create_manager

@@ -16,7 +16,7 @@ import pytest
 import soundfile as sf
 
 from cosyvoice_ui.cli.main import main
-from cosyvoice_ui.studio.subtitles import parse
+from cosyvoice_ui.serving.subtitles import parse
 from cosyvoice_ui.take_check import allowed_seconds
 from cosyvoice_ui.testing.ebooks import write_epub
 from cosyvoice_ui.testing.fakes import FakeEngine

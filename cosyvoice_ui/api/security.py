@@ -1,5 +1,5 @@
 """REST API protection: API keys, per-client rate limit, upload size cap (the blocked-words policy is
-content, not protection: `content_policy.py`).
+content, not protection: `serving/content_policy.py`).
 
 Policy:
 - keys configured (`--api-key` / COSYVOICE_API_KEYS, or the one-time key the web process generates for a

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import audio as audio_utils
-from .content_policy import check_blocked, load_blocked_words
+from ..serving.content_policy import check_blocked, load_blocked_words
 from .stream import STREAM_FORMATS, LiveJob
 from .studio_service import (NotesCache, RunNotes, StudioService, glossary_tag, policy_tag, render_whole,
                              request_policy, subtitle_choice, synthesize)

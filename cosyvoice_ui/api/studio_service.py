@@ -24,7 +24,7 @@ from ..serving.glossary import Glossary, GlossaryStore, applied, make_glossary, 
 from ..serving.takes import RetryPolicy, SegmentReport, guarded_synthesis, policy_from_settings
 from ..serving.transcription import POCKETSPHINX, Transcriber, backend_for, shared_transcriber
 from ..settings import Settings
-from ..studio.subtitles import Cue, SegmentClock, check_subtitle_format, render
+from ..serving.subtitles import Cue, SegmentClock, check_subtitle_format, render
 from ..types import Audio, AudioChunk, CheckedRequest, EngineInfo
 
 if TYPE_CHECKING:

@@ -27,7 +27,7 @@ from ..engine import Engine
 from ..files import atomic_path
 from ..errors import InvalidRequest
 from ..serving.takes import RetryPolicy, guarded_synthesis
-from ..studio.subtitles import Cue, SegmentClock, shift
+from ..serving.subtitles import Cue, SegmentClock, shift
 from ..types import ProgressCallback, SynthesisRequest
 from .common import subtitle_targets, write_audio, write_subtitles
 

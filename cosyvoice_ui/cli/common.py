@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from ..engine import Engine
     from ..serving.glossary import Glossary, GlossaryStore
     from ..serving.takes import RetryPolicy
-    from ..studio.subtitles import Cue
+    from ..serving.subtitles import Cue
     from ..types import EngineInfo
 
 # Stages whose messages say where a long job is ("line 3/12 · Bob", "chapter 2/3 · piece 5/20 · ETA 4 min").
@@ -186,7 +186,7 @@ def write_audio(path: Path, samples, rate: int, fmt: str | None, loudness: float
 def write_subtitles(path: Path, cues: list[Cue], fmt: str, speakers: bool = True) -> Path:
     """Write `cues` as an SRT or WebVTT file."""
     from ..files import write_atomic
-    from ..studio.subtitles import render
+    from ..serving.subtitles import render
 
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     write_atomic(Path(path), render(cues, fmt, speakers=speakers).encode("utf-8"))

@@ -126,7 +126,7 @@ def cmd_synth(args) -> int:
 def _synth_one(engine, args, make, policy, progress: TerminalProgress) -> int:
     from ..audio import join_chunks
     from ..serving.takes import guarded_synthesis
-    from ..studio.subtitles import SegmentClock
+    from ..serving.subtitles import SegmentClock
 
     request = engine.check(make(args, args.text))
     pieces, clock = [], SegmentClock()

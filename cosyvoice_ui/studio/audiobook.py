@@ -35,7 +35,7 @@ from ..types import Audio, ProgressCallback, SynthesisRequest
 from ..validation import check_speed
 from .book import Book
 from .chapters import ChapterMark, check_book_format, probe_duration, write_chaptered
-from .subtitles import Cue, SegmentClock, shift, to_srt
+from ..serving.subtitles import Cue, SegmentClock, shift, to_srt
 from .voice_map import VoiceChoice, prepare
 
 if TYPE_CHECKING:

@@ -20,7 +20,7 @@ from ..audio import DEFAULT_LUFS, check_format, encode, normalize_loudness
 from ..errors import InvalidRequest
 from ..files import write_atomic
 from .project import Project
-from .subtitles import Cue, check_subtitle_format, render, shift
+from ..serving.subtitles import Cue, check_subtitle_format, render, shift
 
 
 @dataclass(frozen=True)

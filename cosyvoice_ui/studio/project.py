@@ -26,7 +26,7 @@ from ..files import sweep_stale_temp, write_atomic
 from ..types import Audio
 from ..validation import check_seed, check_speed
 from .script import ScriptLine, parse_script, replace_line, speakers
-from .subtitles import Cue
+from ..serving.subtitles import Cue
 from .voice_map import VoiceChoice, VoiceMemory
 
 PROJECT_FILE = "project.json"

@@ -24,7 +24,7 @@ from ..serving.takes import RetryPolicy, SegmentReport, guarded_synthesis
 from ..types import AudioChunk, ProgressCallback, ProgressEvent, SynthesisRequest
 from ..validation import MAX_SEED
 from .project import Line, Project, Take
-from .subtitles import SegmentClock
+from ..serving.subtitles import SegmentClock
 from .voice_map import prepare
 
 if TYPE_CHECKING:

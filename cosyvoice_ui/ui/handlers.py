@@ -26,7 +26,7 @@ from ..serving.glossary import Glossary, GlossaryStore, apply_glossary, resolve_
 from ..serving.manager import ModelManager
 from ..serving.takes import RetryPolicy, SegmentReport, guarded_synthesis
 from ..settings import Settings
-from ..studio.subtitles import SUBTITLE_FORMATS, Cue, SegmentClock, render
+from ..serving.subtitles import SUBTITLE_FORMATS, Cue, SegmentClock, render
 from ..types import EngineInfo, Mode, ProgressEvent, SynthesisRequest
 from ..validation import check_request, mode_hint
 from . import strings

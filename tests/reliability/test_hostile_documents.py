@@ -41,10 +41,10 @@ from cosyvoice_ui.errors import InvalidRequest
 from cosyvoice_ui.studio import book as book_module
 from cosyvoice_ui.studio import epub as epub_module
 from cosyvoice_ui.studio import script as script_module
-from cosyvoice_ui.studio import subtitles
+from cosyvoice_ui.serving import subtitles
 from cosyvoice_ui.studio.book import Book, read_book
 from cosyvoice_ui.studio.script import parse_script
-from cosyvoice_ui.studio.subtitles import Cue
+from cosyvoice_ui.serving.subtitles import Cue
 from cosyvoice_ui.testing import ebooks
 
 from .corpus import Refusal, check_clean

@@ -19,7 +19,7 @@ from cosyvoice_ui.serving.takes import RetryPolicy
 from cosyvoice_ui.studio.audiobook import STATE_FILE, BookJob, BookSettings, format_eta, split_pieces
 from cosyvoice_ui.studio.book import Book, Chapter, read_book
 from cosyvoice_ui.studio.chapters import probe_duration, read_chapters
-from cosyvoice_ui.studio.subtitles import parse
+from cosyvoice_ui.serving.subtitles import parse
 from cosyvoice_ui.studio.voice_map import VoiceChoice
 from cosyvoice_ui.testing import ebooks
 from cosyvoice_ui.testing.fakes import FakeEngine

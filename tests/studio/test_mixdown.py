@@ -13,7 +13,7 @@ from cosyvoice_ui.errors import InvalidRequest
 from cosyvoice_ui.studio.mixdown import export, mix, stems
 from cosyvoice_ui.studio.project import Project, Settings
 from cosyvoice_ui.studio.render import render_project
-from cosyvoice_ui.studio.subtitles import parse
+from cosyvoice_ui.serving.subtitles import parse
 from cosyvoice_ui.studio.voice_map import VoiceChoice
 from cosyvoice_ui.testing.fakes import FakeEngine
 

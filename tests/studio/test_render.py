@@ -214,7 +214,7 @@ def test_end_to_end_on_a_tiny_cosyvoice2(tmp_path: Path, tiny_v2: Path) -> None:
     from cosyvoice_ui.serving.default_voice import VoiceResolver
     from cosyvoice_ui.serving.voices import VoiceLibrary
     from cosyvoice_ui.studio.mixdown import export
-    from cosyvoice_ui.studio.subtitles import parse
+    from cosyvoice_ui.serving.subtitles import parse
 
     engine = load_engine(tiny_v2, device="cpu")
     preset = engine.info.speakers[0]

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from cosyvoice_ui.studio import subtitles
+from cosyvoice_ui.serving import subtitles
 from cosyvoice_ui.testing.ebooks import sample_markdown
 
 from .launch import running_app

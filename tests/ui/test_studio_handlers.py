@@ -17,7 +17,7 @@ from cosyvoice_ui.errors import Cancelled, InvalidRequest
 from cosyvoice_ui.serving.default_voice import VoiceResolver
 from cosyvoice_ui.serving.manager import ModelManager
 from cosyvoice_ui.settings import Settings
-from cosyvoice_ui.studio import subtitles
+from cosyvoice_ui.serving import subtitles
 from cosyvoice_ui.testing.fakes import FakeEngine
 from cosyvoice_ui.testing.signals import voice_clip
 from cosyvoice_ui.types import ProgressEvent

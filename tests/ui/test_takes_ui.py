@@ -16,7 +16,7 @@ import soundfile as sf
 from cosyvoice_ui.engine import Engine
 from cosyvoice_ui.serving.manager import ModelManager
 from cosyvoice_ui.settings import Settings
-from cosyvoice_ui.studio.subtitles import parse
+from cosyvoice_ui.serving.subtitles import parse
 from cosyvoice_ui.take_check import MEASURED, spoken_chars
 from cosyvoice_ui.types import AudioChunk, CheckedRequest, EngineInfo, Mode, ProgressCallback, SynthesisRequest
 
