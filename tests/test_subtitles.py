@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cosyvoice_ui.errors import InvalidRequest
-from cosyvoice_ui.studio import subtitles
-from cosyvoice_ui.studio.subtitles import Cue, SegmentClock
+from cosyvoice_ui.serving import subtitles
+from cosyvoice_ui.serving.subtitles import Cue, SegmentClock
 from cosyvoice_ui.types import AudioChunk
 
 RATE = 24000
