@@ -107,10 +107,13 @@ class Engine(ABC):
         return [text] if text else []
 
 
-def report(progress: ProgressCallback | None, stage: str, fraction: float, message: str = "") -> None:
-    """Send one progress event if anyone listens; clamps the fraction to [0, 1]."""
+def report(progress: ProgressCallback | None, stage: str, fraction: float, message: str = "", code: str = "",
+           **params: object) -> None:
+    """Send one progress event if anyone listens; clamps the fraction to [0, 1]. `code` and `params` say what
+    happened for a translation (see `ProgressEvent`); `message` says it in English."""
     if progress is not None:
-        progress(ProgressEvent(stage=stage, fraction=min(1.0, max(0.0, fraction)), message=message))
+        progress(ProgressEvent(stage=stage, fraction=min(1.0, max(0.0, fraction)), message=message, code=code,
+                               params=params))
 
 
 def raise_if_cancelled(cancel: threading.Event | None) -> None:

@@ -103,11 +103,17 @@ class AudioChunk:
 
 @dataclass(frozen=True)
 class ProgressEvent:
-    """A progress report. `fraction` is the overall share done (0..1) of the current operation."""
+    """A progress report. `fraction` is the overall share done (0..1) of the current operation.
+
+    Events are codes, like errors: `code` says what happened ("segment", "take_retry", "line", "queue_position",
+    ...; "" = only the stage is known) and `params` the numbers and names it mentions, so each surface says it
+    in its user's language (`ui/strings.progress_text`); `message` is the same in English, for logs and the CLI."""
 
     stage: str  # "load", "download", "frontend", "llm", "flow", "vocoder", "segment", "done"
     fraction: float
     message: str = ""
+    code: str = ""
+    params: dict = field(default_factory=dict, compare=False)
 
 
 ProgressCallback = Callable[[ProgressEvent], None]

@@ -229,7 +229,8 @@ class CosyVoiceEngine(Engine):
         base = index / total
 
         def stage(name: str, within: float, message: str) -> None:
-            report(progress, name, base + within / total, f"segment {index + 1}/{total}: {message}")
+            report(progress, name, base + within / total, f"segment {index + 1}/{total}: {message}", "segment",
+                   segment=index + 1, total=total)
 
         if source_tokens is not None:
             tokens_iter = iter(source_tokens[0].tolist())

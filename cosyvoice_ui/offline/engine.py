@@ -148,7 +148,8 @@ class OfflineEngine(Engine):
         for n, (i, j) in enumerate(jobs):
             raise_if_cancelled(cancel)
             sentence = sentences[i]
-            report(progress, "segment", n / len(jobs), f"sentence {i + 1}/{len(sentences)}")
+            report(progress, "segment", n / len(jobs), f"sentence {i + 1}/{len(sentences)}", "segment",
+                   segment=i + 1, total=len(sentences))
             audio = limit_peak(trim_silence(self.model.render(sentence.ids[j], pack, speed=request.speed), SAMPLE_RATE))
             final = n == len(jobs) - 1
             if not final:

@@ -132,7 +132,8 @@ class EspeakEngine(Engine):
         pieces: list[np.ndarray] = []
         for i, sentence in enumerate(sentences):
             raise_if_cancelled(cancel)
-            report(progress, "segment", i / len(sentences), f"sentence {i + 1}/{len(sentences)}")
+            report(progress, "segment", i / len(sentences), f"sentence {i + 1}/{len(sentences)}", "segment",
+                   segment=i + 1, total=len(sentences))
             runs = split_languages(strip_unsupported(sentence)[0])
             parts = [self._speak(r.text, f"{LANGUAGE_VOICES[r.lang]}+{variant}", request.speed) for r in runs]
             audio = np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32)

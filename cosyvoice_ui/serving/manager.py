@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ..engine import Engine
+from ..engine import Engine, report
 from ..errors import Cancelled, ConfigError, CosyVoiceError
 from ..settings import LoadOptions
 from ..types import EngineInfo, ProgressCallback, ProgressEvent
@@ -274,8 +274,13 @@ class ModelManager:
             on_queue: Callable[[int], None] | None = None) -> Iterator[Engine]:
         """Wait for a free slot (FIFO), make sure the model is loaded, and hold it for the job.
 
-        `on_queue(position)` is called while waiting; setting `cancel` leaves the queue with `Cancelled`.
+        `on_queue(position)` is called while waiting (without it, `progress` gets a "queue_position" event);
+        setting `cancel` leaves the queue with `Cancelled`.
         """
+        if on_queue is None and progress is not None:
+            def on_queue(position: int) -> None:
+                report(progress, "queue", 0.0, f"queue position {position}", "queue_position", n=position)
+
         with self._cond:
             if self._closing:
                 raise ShuttingDown()

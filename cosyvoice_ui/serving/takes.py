@@ -120,9 +120,10 @@ def _why(check: TakeCheck) -> str:
     return ", ".join(REASON_TEXT.get(r, r) for r in check.reasons) or "ok"
 
 
-def _sub_progress(progress: ProgressCallback | None, base: float, width: float,
-                  prefix: str) -> ProgressCallback | None:
-    """Progress of a retry mapped into its segment's share of the whole request; its "done" is dropped."""
+def _sub_progress(progress: ProgressCallback | None, base: float, width: float, prefix: str,
+                  params: dict) -> ProgressCallback | None:
+    """Progress of a retry mapped into its segment's share of the whole request, as a "take_retry" event (the
+    retry's `params`) with the inner stage; its "done" is dropped."""
     if progress is None:
         return None
 
@@ -131,7 +132,7 @@ def _sub_progress(progress: ProgressCallback | None, base: float, width: float,
             return
         inner = event.message.split(": ", 1)[-1] if event.message.startswith("segment ") else event.message
         message = f"{prefix} · {inner}" if inner else prefix
-        progress(ProgressEvent(event.stage, min(1.0, base + width * event.fraction), message))
+        progress(ProgressEvent(event.stage, min(1.0, base + width * event.fraction), message, "take_retry", params))
 
     return forward
 
@@ -180,7 +181,8 @@ def guarded_synthesis(engine: Engine, request: SynthesisRequest, policy: RetryPo
         if not check.ok:
             bad.append(index)
             send_progress(progress, "segment", (index + 1) / total * 0.999,
-                          f"segment {index + 1}/{total}: {_why(check)}; will retry")
+                          f"segment {index + 1}/{total}: {_why(check)}; will retry", "take_will_retry",
+                          segment=index + 1, total=total, reasons=list(check.reasons))
 
     for chunk in engine.synthesize(request, main_progress, cancel):
         total = chunk.segments
@@ -207,7 +209,8 @@ def guarded_synthesis(engine: Engine, request: SynthesisRequest, policy: RetryPo
     seconds = sum(len(c.samples) / c.sample_rate for chunks, _ in settled.values() for c in chunks if c.sample_rate)
     retried = sum(entry.attempts > 1 for _, entry in settled.values())
     send_progress(progress, "done", 1.0, f"{seconds:.1f} s of audio" + (f", {retried} segment(s) re-rendered"
-                                                                         if retried else ""))
+                                                                         if retried else ""),
+                  "done_takes", seconds=round(seconds, 1), retried=retried)
 
 
 def _waits(index: int, bad: list[int]) -> bool:
@@ -236,9 +239,12 @@ def _retry(engine: Engine, request: SynthesisRequest, policy: RetryPolicy, famil
         raise_if_cancelled(cancel)
         seed = retry_seed(int(request.seed), index, attempt)
         prefix = f"segment {index + 1}/{total}: retry {attempt}/{policy.retries} ({_why(check)})"
-        send_progress(progress, "segment", index / total, prefix)
+        params = dict(segment=index + 1, total=total, attempt=attempt, retries=policy.retries,
+                      reasons=list(check.reasons))
+        send_progress(progress, "segment", index / total, prefix, "take_retry", **params)
         sub = replace(request, seed=seed) if total == 1 else replace(request, text=text, seed=seed)
-        takes = list(engine.synthesize(sub, _sub_progress(progress, index / total, 1.0 / total, prefix), cancel))
+        takes = list(engine.synthesize(sub, _sub_progress(progress, index / total, 1.0 / total, prefix, params),
+                                       cancel))
         check = _check(takes, text, family, request.speed, policy)
         candidate = SegmentReport(index, entry.text, attempt + 1, seed, check)
         log.info("segment %d/%d retry %d: %s", index + 1, total, attempt, check.detail)
@@ -250,7 +256,9 @@ def _retry(engine: Engine, request: SynthesisRequest, policy: RetryPolicy, famil
             best = replace(best, attempts=attempt + 1)
     best = replace(best, attempts=policy.retries + 1)
     send_progress(progress, "segment", (index + 1) / total,
-                  f"segment {index + 1}/{total}: kept the best of {policy.retries + 1} takes ({_why(best.check)})")
+                  f"segment {index + 1}/{total}: kept the best of {policy.retries + 1} takes ({_why(best.check)})",
+                  "take_kept_best", segment=index + 1, total=total, takes=policy.retries + 1,
+                  reasons=list(best.check.reasons))
     return best_chunks, best
 
 
@@ -268,9 +276,10 @@ def _checked_stream(engine: Engine, request: SynthesisRequest, policy: RetryPoli
         if report is not None:
             report.append(entry)
         if not check.ok:
-            send_progress(progress, "segment", (current[0].segment + 1) / current[0].segments,
-                          f"segment {current[0].segment + 1}/{current[0].segments}: {_why(check)} "
-                          + ("(streamed: not retried)" if streamed else "(not retried)"))
+            segment, total = current[0].segment + 1, current[0].segments
+            send_progress(progress, "segment", segment / total, f"segment {segment}/{total}: {_why(check)} "
+                          + ("(streamed: not retried)" if streamed else "(not retried)"), "take_not_retried",
+                          segment=segment, total=total, reasons=list(check.reasons), streamed=streamed)
 
     for chunk in engine.synthesize(request, progress, cancel):
         if current and chunk.segment != current[0].segment:

@@ -232,7 +232,9 @@ class BookJob:
         for piece in todo:
             raise_if_cancelled(cancel)
             eta = (total_chars - done_chars) * spent_s / measured_chars if measured_chars else None
-            report(progress, "book", 0.95 * done_chars / total_chars, self._where(piece) + " · " + format_eta(eta))
+            report(progress, "book", 0.95 * done_chars / total_chars, self._where(piece) + " · " + format_eta(eta),
+                   "book_piece", chapter=piece.chapter + 1, chapters=len(self.plan), piece=piece.index + 1,
+                   pieces=len(self.plan[piece.chapter]), eta_s=eta)
             began = time.monotonic()
             entry = self._render_piece(piece, replace(voice_request, text=piece.text), engine, policy, cancel)
             entry["render_s"] = round(time.monotonic() - began, 3)
@@ -362,7 +364,8 @@ class BookJob:
         files, subtitles, durations, titles = [], [], [], []
         for number, chapter in enumerate(self.book.chapters):
             report(progress, "book", 0.95 + 0.03 * number / len(self.plan),
-                   f"writing chapter {number + 1}/{len(self.plan)}")
+                   f"writing chapter {number + 1}/{len(self.plan)}", "book_chapter", chapter=number + 1,
+                   chapters=len(self.plan))
             samples, rate, cues = self._chapter_audio(state, number)
             samples = np.clip(samples * gain, -1.0, 1.0).astype(np.float32)
             stem = f"{number + 1:02d} {safe_name(chapter.title)}"
@@ -378,7 +381,7 @@ class BookJob:
         if fmt == "mp3":  # the encoder's delay and padding change the length: measure the files
             durations = [probe_duration(path) for path in files]
         book_fmt = self.settings.book_format
-        report(progress, "book", 0.98, f"writing the {book_fmt} book")
+        report(progress, "book", 0.98, f"writing the {book_fmt} book", "book_writing", format=book_fmt)
         book_file = self.out_dir / f"{safe_name(self.book.title)}.{book_fmt}"
         marks = write_chaptered(files, titles, book_file, book_fmt, durations, self.book.title, self.book.author)
         return BookResult(book_file, files, subtitles, marks, sum(durations), 0, 0)

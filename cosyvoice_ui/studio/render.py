@@ -63,12 +63,13 @@ def render_project(project: Project, engine: Engine, resolver: VoiceResolver | N
     for number, line in enumerate(lines):
         raise_if_cancelled(cancel)
         label = f"line {positions[line.id]}/{len(project.lines)} · {line.speaker}"  # its place in the script
-        report(progress, "line", number / total, label)
-        _render(project, line, engine, resolver, policy, None, _scaled(progress, number, total, label), cancel,
-                text_filter)
+        where = dict(line=positions[line.id], lines=len(project.lines), speaker=line.speaker)
+        report(progress, "line", number / total, label, "line", **where)
+        _render(project, line, engine, resolver, policy, None, _scaled(progress, number, total, label, where),
+                cancel, text_filter)
         project.save()
         summary.rendered.append(line.id)
-    report(progress, "line", 1.0, f"{total} line{'s' if total != 1 else ''} rendered")
+    report(progress, "line", 1.0, f"{total} line{'s' if total != 1 else ''} rendered", "lines_done", count=total)
     return summary
 
 
@@ -170,8 +171,10 @@ def _summarise(reports: list[SegmentReport]) -> tuple[dict, int]:
             max(r.attempts for r in reports))
 
 
-def _scaled(progress: ProgressCallback | None, number: int, total: int, label: str) -> ProgressCallback | None:
-    """The engine's progress of line `number` as a share of the whole render, labelled with the line."""
+def _scaled(progress: ProgressCallback | None, number: int, total: int, label: str,
+            where: dict) -> ProgressCallback | None:
+    """The engine's progress of line `number` as a share of the whole render: a "line" event (`where`: its place
+    and speaker) carrying the engine's own event as `then`."""
     if progress is None:
         return None
 
@@ -179,6 +182,8 @@ def _scaled(progress: ProgressCallback | None, number: int, total: int, label: s
         if event.stage == "done":
             return
         message = f"{label}: {event.message}" if event.message else label
-        progress(ProgressEvent(event.stage, (number + event.fraction) / total, message))
+        inner = {"stage": event.stage, "code": event.code, "params": dict(event.params), "message": event.message}
+        progress(ProgressEvent(event.stage, (number + event.fraction) / total, message, "line",
+                               {**where, "then": inner}))
 
     return forward

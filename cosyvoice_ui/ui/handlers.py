@@ -30,6 +30,7 @@ from ..serving.subtitles import SUBTITLE_FORMATS, Cue, SegmentClock, render
 from ..types import EngineInfo, Mode, ProgressEvent, SynthesisRequest
 from ..validation import check_request, mode_hint
 from . import strings
+from .events import event_text
 from .markup import plain_html
 
 log = logging.getLogger(__name__)
@@ -207,9 +208,7 @@ class Handlers:
         rate = 0
         skip = gr.skip()
         try:
-            with self.manager.job(progress=report, cancel=cancel,
-                                  on_queue=lambda pos: report(ProgressEvent("queue", 0.0, f"queue position {pos}"))
-                                  ) as engine:
+            with self.manager.job(progress=report, cancel=cancel) as engine:  # it reports the queue position too
                 self.resolver.ensure(engine, ref)
                 rate = engine.info.sample_rate
                 for chunk in guarded_synthesis(engine, request, policy, report, cancel, report=takes):
@@ -334,20 +333,17 @@ def failure_text(exc: CosyVoiceError, lang: str) -> str:
     return str(exc) if lang != "zh" else strings.prefixed("generation_failed", exc, lang)
 
 
-_REFUSED = re.compile(r"segment (\d+)/\d+: (.*?); will retry")
-
-
 def progress_adapter(progress, lang: str, refused: dict[int, list[str]] | None = None):
     """Engine/manager progress events → a gr.Progress bar with a short label in the user's language.
     `refused`, when given, collects segment → reasons of the takes the bad-take guard refused."""
 
     def report(event: ProgressEvent) -> None:
-        if refused is not None and (found := _REFUSED.match(str(event.message or ""))):
-            refused.setdefault(int(found.group(1)) - 1, strings.reason_codes(found.group(2)))
+        if refused is not None and event.code == "take_will_retry":
+            refused.setdefault(int(event.params["segment"]) - 1, list(event.params.get("reasons") or ()))
         if progress is None:
             return
         try:
-            progress(event.fraction, desc=strings.progress_text(event, lang))
+            progress(event.fraction, desc=event_text(event, lang))
         except Exception:  # progress is cosmetic; never let it break a job
             log.debug("progress update failed", exc_info=True)
 

@@ -16,6 +16,7 @@ from ..serving.manager import ModelManager
 from ..settings import Settings
 from ..types import ProgressEvent
 from . import strings
+from .events import event_text
 from .markup import plain_html
 
 log = logging.getLogger(__name__)
@@ -108,7 +109,7 @@ def build_model_panel(manager: ModelManager, settings: Settings, t, page=None) -
     def on_load(request: gr.Request, progress=gr.Progress()):
         lang = _lang(request)
         try:
-            manager.engine(lambda e: progress(e.fraction, desc=strings.progress_text(e, lang)))
+            manager.engine(lambda e: progress(e.fraction, desc=event_text(e, lang)))
         except CosyVoiceError as exc:
             raise gr.Error(plain_html(strings.prefixed("load_failed", exc, lang))) from None
         return state_markdown(manager, lang)
@@ -123,7 +124,7 @@ def build_model_panel(manager: ModelManager, settings: Settings, t, page=None) -
         lang = _lang(request)
 
         def report(event: ProgressEvent) -> None:
-            progress(event.fraction, desc=strings.progress_text(event, lang))
+            progress(event.fraction, desc=event_text(event, lang))
 
         try:
             path = download_model(name, settings.models_dir, progress=report)

@@ -6,7 +6,6 @@ are translated by `message(code, params, lang)` with the language read from the 
 
 from __future__ import annotations
 
-import re
 
 from ..errors import InvalidRequest
 from . import strings_studio, strings_text
@@ -146,7 +145,7 @@ LABELS_EN: dict[str, str] = {
     # Under a result
     "result_info": "{seconds:.1f} s · seed {seed} · {elapsed:.1f} s to generate",
     "result_rtf": " (RTF {rtf:.2f})",
-    # Progress bar labels by ProgressEvent.stage (engines report English details; see progress_text)
+    # Progress bar labels by ProgressEvent.stage (coded events: ui/events.py; others show their English detail)
     "stage_load": "Loading model",
     "stage_queue": "Waiting in queue",
     "stage_queue_position": "Waiting in queue (position {n})",
@@ -335,7 +334,6 @@ MESSAGES_ZH.update(strings_text.MESSAGES_ZH)
 
 WHAT_ZH = {"prompt audio": "声音样本", "source audio": "待转换语音"}
 take_reasons = strings_text.take_reasons  # a take check's reasons in words ("too long for its text", ...)
-reason_codes = strings_text.reason_codes  # the bad-take guard's English reasons → their codes
 
 
 def instruction_label(instruction, lang: str) -> str:
@@ -374,23 +372,20 @@ def prefixed(key: str, detail: object, lang: str) -> str:
     return f"{head}{'' if head.endswith('：') else ' '}{detail}"
 
 
-def progress_text(event, lang: str) -> str:
-    """A progress event as a short bar label: the stage in the user's language, then the engine's detail.
+def stage_label(stage: str, lang: str) -> str:
+    """A progress stage ("llm", "queue", ...) in `lang`; an unknown stage is "working"."""
+    key = f"stage_{stage}"
+    return label(key if key in LABELS_EN else "stage_working", lang)
 
-    Engines report their details in English; in Chinese only a counter such as "2/5" (or the queue
-    position) is kept from them.
-    """
-    key = f"stage_{event.stage}"
-    stage = label(key if key in LABELS_EN else "stage_working", lang)
+
+def stage_text(event, lang: str) -> str:
+    """An event without a code (`ui/events.py` reads coded ones): its stage in the user's language, then the
+    backend's English detail; in Chinese the stage alone."""
+    stage = stage_label(event.stage, lang)
     detail = str(event.message or "")
     if lang != "zh":
         return f"{stage}: {detail}" if detail else stage
-    if event.stage == "queue" and (number := re.search(r"\d+", detail)):
-        return label("stage_queue_position", lang).format(n=number.group())
-    if (take := strings_text.take_progress_zh(detail)) is not None:
-        return f"{stage} · {take}"
-    counter = re.search(r"(\d+)\s*/\s*(\d+)", detail)
-    return f"{stage} {counter.group(1)}/{counter.group(2)}" if counter else stage
+    return stage
 
 
 def notes_markdown(info, t):

@@ -47,10 +47,14 @@ LABELS_EN: dict[str, str] = {
     "take_reason_too_short": "too short for its text",
     "take_reason_repeat": "repeated speech",
     "take_reason_asr_mismatch": "words not heard back",
-    "take_progress_retry": "segment {segment}: retry {attempt} ({why})",
-    "take_progress_will_retry": "segment {segment}: {why}; will retry",
-    "take_progress_kept": "segment {segment}: kept the best of {takes} takes ({why})",
-    "take_progress_not_retried": "segment {segment}: {why} (not retried)",
+    # progress events by code (ui/events.py)
+    "progress_segment": "segment {segment}/{total}",
+    "progress_queue_position": "Waiting in queue: position {n}",
+    "progress_take_retry": "segment {segment}: retry {attempt} ({why})",
+    "progress_take_will_retry": "segment {segment}: {why}; will retry",
+    "progress_take_kept_best": "segment {segment}: kept the best of {takes} takes ({why})",
+    "progress_take_not_retried": "segment {segment}: {why} (not retried)",
+    "progress_done_takes": "{seconds} s of audio",
     # the glossary choice (options.py) and the Glossary tab (tabs/glossary.py)
     "glossary_choice": "Pronunciation glossary",
     "glossary_choice_info": "Applied to the text of every tab before it is spoken (edit them on the Glossary tab)",
@@ -127,10 +131,13 @@ LABELS_ZH: dict[str, str] = {
     "take_reason_too_short": "与文字相比太短",
     "take_reason_repeat": "语音重复",
     "take_reason_asr_mismatch": "回听文字不符",
-    "take_progress_retry": "第 {segment} 段：第 {attempt} 次重试（{why}）",
-    "take_progress_will_retry": "第 {segment} 段：{why}，将重试",
-    "take_progress_kept": "第 {segment} 段：保留 {takes} 次中最好的一次（{why}）",
-    "take_progress_not_retried": "第 {segment} 段：{why}（未重试）",
+    "progress_segment": "第 {segment}/{total} 段",
+    "progress_queue_position": "排队中（第 {n} 位）",
+    "progress_take_retry": "第 {segment} 段：第 {attempt} 次重试（{why}）",
+    "progress_take_will_retry": "第 {segment} 段：{why}，将重试",
+    "progress_take_kept_best": "第 {segment} 段：保留 {takes} 次中最好的一次（{why}）",
+    "progress_take_not_retried": "第 {segment} 段：{why}（未重试）",
+    "progress_done_takes": "{seconds} 秒音频",
     "glossary_choice": "读音词表",
     "glossary_choice_info": "朗读前应用到每个页面的文本（在“词表”页中编辑）",
     "tab_glossary": "词表",
@@ -233,32 +240,3 @@ def where_zh(message: str) -> str:
 def take_reasons(reasons, lang: str) -> str:
     """A take check's reasons ("too_long", "repeat", ...) as words in the user's language."""
     return ("、" if lang == "zh" else ", ").join(_label(f"take_reason_{r}", lang) for r in reasons) or "-"
-
-
-# The bad-take guard's progress (serving/takes.py) in English, read back to say it in Chinese.
-_TAKE_PROGRESS = [
-    (re.compile(r"segment (\d+/\d+): retry (\d+/\d+) \((.*?)\)"), "take_progress_retry", ("segment", "attempt")),
-    (re.compile(r"segment (\d+/\d+): kept the best of (\d+) takes \((.*?)\)"), "take_progress_kept",
-     ("segment", "takes")),
-    (re.compile(r"segment (\d+/\d+): (.*?); will retry"), "take_progress_will_retry", ("segment",)),
-    (re.compile(r"segment (\d+/\d+): (.*?) \((?:streamed|retries off): not retried\)"), "take_progress_not_retried",
-     ("segment",)),
-]
-_REASON_KEYS = {"too long for its text": "too_long", "too short for its text": "too_short",
-                "repeated speech": "repeat", "words not heard back": "asr_mismatch"}
-
-
-def reason_codes(text: str) -> list[str]:
-    """"too long for its text, repeated speech" (the guard's English) → ["too_long", "repeat"]."""
-    return [code for part in text.split(",") if (code := _REASON_KEYS.get(part.strip()))]
-
-
-def take_progress_zh(detail: str) -> str | None:
-    """A take-check progress message in Chinese ("第 2/5 段：第 1/2 次重试（与文字相比太长）"), None for others."""
-    for pattern, key, names in _TAKE_PROGRESS:
-        found = pattern.match(detail)
-        if found:
-            values = dict(zip(names, found.groups()))
-            values["why"] = take_reasons(reason_codes(found.groups()[len(names)]), "zh")
-            return LABELS_ZH[key].format(**values)
-    return None

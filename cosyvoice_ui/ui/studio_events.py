@@ -6,21 +6,18 @@ glossary chosen in the output options.
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Callable, Iterator
 
 from ..errors import CosyVoiceError
 from ..types import ProgressEvent
 from . import strings
+from .events import event_text
 from .handlers import failure_text
 from .markup import plain, plain_html
 from .studio_handlers import stream_work
 
 log = logging.getLogger(__name__)
 
-_LINE = re.compile(r"line (\d+)/(\d+)")
-_RETRY = re.compile(r"retry (\d+)/(\d+)")
-_BOOK = re.compile(r"chapter (\d+)/(\d+) · piece (\d+)/(\d+) · (.*)$")
 
 
 def option_inputs(page) -> set:
@@ -44,40 +41,9 @@ def chosen_policy(page, data: dict):
 
 
 def status_text(event: ProgressEvent, lang: str) -> str:
-    """A render's progress as the status line, e.g. "line 3/12 · Bob · segment 1/2: retry 1/2 (too long ...)";
-    in Chinese the counters are kept and the words translated."""
-    message = str(event.message or "").replace(": ", " · ", 1)
-    if event.stage == "book" and lang == "zh" and (found := _BOOK.search(message)):
-        chapter, chapters, piece, pieces, rest = found.groups()
-        retry = _RETRY.search(rest)
-        tail = strings.label("studio_status_retry", lang).format(attempt=retry[1], retries=retry[2]) if retry \
-            else eta_text(rest, lang)
-        return strings.label("book_status", lang).format(chapter=chapter, chapters=chapters, piece=piece,
-                                                         pieces=pieces, eta=tail)
-    if lang != "zh":
-        return message or strings.progress_text(event, lang)
-    parts = []
-    if found := _LINE.search(message):
-        parts.append(strings.label("studio_status_line", lang).format(position=found[1], total=found[2]))
-        speaker = message[found.end():].split(" · ")
-        if len(speaker) > 1 and speaker[1].strip():
-            parts.append(speaker[1].split(":")[0].strip())
-    if found := _RETRY.search(message):
-        parts.append(strings.label("studio_status_retry", lang).format(attempt=found[1], retries=found[2]))
-    return " · ".join(parts) if parts else strings.progress_text(event, lang)
-
-
-def eta_text(eta: str, lang: str) -> str:
-    """`audiobook.format_eta`'s text in the user's language."""
-    if lang != "zh":
-        return eta
-    if "<1" in eta:
-        return strings.label("book_eta_soon", lang)
-    if found := re.search(r"(\d+) h (\d+) min", eta):
-        return strings.label("book_eta_hours", lang).format(hours=int(found[1]), minutes=int(found[2]))
-    if found := re.search(r"(\d+) min", eta):
-        return strings.label("book_eta_minutes", lang).format(minutes=int(found[1]))
-    return strings.label("book_eta_unknown", lang)
+    """A render's progress as the status line, e.g. "line 3/12 · Bob · segment 1/2: retry 1/2 (too long ...)",
+    read from the event's code and parameters in the user's language (`ui/events.py`)."""
+    return event_text(event, lang)
 
 
 def error_text(exc: Exception, lang: str) -> str:
@@ -115,7 +81,7 @@ def live(page, request, progress, lang: str, work: Callable[[Callable, object], 
                 return
             if progress is not None:
                 try:
-                    progress(max(0.0, min(1.0, float(item.fraction))), desc=strings.progress_text(item, lang))
+                    progress(max(0.0, min(1.0, float(item.fraction))), desc=event_text(item, lang))
                 except Exception:  # cosmetic
                     log.debug("progress update failed", exc_info=True)
             text = status_text(item, lang)

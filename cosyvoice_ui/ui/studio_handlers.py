@@ -283,9 +283,7 @@ class StudioHandlers:
 
     def model_job(self, progress, cancel):
         """The manager's job (the one model queue; holds the model so idle unload waits), reporting the queue."""
-        queue = (lambda position: progress(ProgressEvent("queue", 0.0, f"queue position {position}"))) \
-            if progress is not None else None
-        return self.manager.job(progress=progress, cancel=cancel, on_queue=queue)
+        return self.manager.job(progress=progress, cancel=cancel)
 
     # --- export ------------------------------------------------------------------------------------------
 

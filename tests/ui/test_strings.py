@@ -11,6 +11,7 @@ import pytest
 from cosyvoice_ui.serving.manager import ManagerStatus
 from cosyvoice_ui.types import EngineInfo, Mode, ProgressEvent
 from cosyvoice_ui.ui import strings
+from cosyvoice_ui.ui.events import event_text
 from cosyvoice_ui.ui.model_panel import state_markdown
 
 CJK = re.compile(r"[\u3400-\u9fff\uff00-\uffef]")
@@ -65,10 +66,17 @@ def test_notes_without_a_key_show_the_backend_text_under_a_localised_summary() -
 
 
 @pytest.mark.parametrize(("event", "en", "zh"), [
-    (ProgressEvent("segment", 0.5, "sentence 2/4"), "Speaking: sentence 2/4", "朗读 2/4"),
-    (ProgressEvent("llm", 0.2, "segment 1/3: speech tokens"), "Speech tokens: segment 1/3: speech tokens",
-     "生成语音标记 1/3"),
-    (ProgressEvent("queue", 0.0, "queue position 3"), "Waiting in queue: queue position 3", "排队中（第 3 位）"),
+    (ProgressEvent("segment", 0.5, "sentence 2/4", "segment", {"segment": 2, "total": 4}),
+     "Speaking: segment 2/4", "朗读 · 第 2/4 段"),
+    (ProgressEvent("llm", 0.2, "segment 1/3: speech tokens", "segment", {"segment": 1, "total": 3}),
+     "Speech tokens: segment 1/3", "生成语音标记 · 第 1/3 段"),
+    (ProgressEvent("queue", 0.0, "queue position 3", "queue_position", {"n": 3}), "Waiting in queue: position 3",
+     "排队中（第 3 位）"),
+    (ProgressEvent("segment", 0.9, "segment 2/3: too long for its text; will retry", "take_will_retry",
+                   {"segment": 2, "total": 3, "reasons": ["too_long"]}),
+     "Speaking: segment 2/3: too long for its text; will retry", "朗读 · 第 2/3 段：与文字相比太长，将重试"),
+    (ProgressEvent("llm", 0.2, "an English detail without a code"), "Speech tokens: an English detail without a code",
+     "生成语音标记"),
     (ProgressEvent("load", 0.5, "loading flow.pt"), "Loading model: loading flow.pt", "加载模型"),
     (ProgressEvent("voice_match", 0.1, "listening to the prompt"), "Matching the voice: listening to the prompt",
      "匹配声音"),
@@ -76,8 +84,8 @@ def test_notes_without_a_key_show_the_backend_text_under_a_localised_summary() -
     (ProgressEvent("something_new", 0.3, "step"), "Working: step", "处理中"),
 ])
 def test_progress_labels(event: ProgressEvent, en: str, zh: str) -> None:
-    assert strings.progress_text(event, "en") == en
-    assert strings.progress_text(event, "zh") == zh
+    assert event_text(event, "en") == en
+    assert event_text(event, "zh") == zh
 
 
 class StubManager:

@@ -193,14 +193,19 @@ def test_errors_are_translated_codes(studio: StudioHandlers) -> None:
 
 
 def test_status_line_in_english_and_chinese() -> None:
-    event = ProgressEvent("segment", 0.5, "line 3/12 · Bob: segment 1/2: retry 1/2 (too long for its text)")
+    """The status line reads the event's code and parameters (no pattern over its English)."""
+    retry = {"stage": "segment", "code": "take_retry", "message": "segment 1/2: retry 1/2 (too long for its text)",
+             "params": {"segment": 1, "total": 2, "attempt": 1, "retries": 2, "reasons": ["too_long"]}}
+    event = ProgressEvent("segment", 0.5, "line 3/12 · Bob: segment 1/2: retry 1/2 (too long for its text)", "line",
+                          {"line": 3, "lines": 12, "speaker": "Bob", "then": retry})
     assert status_text(event, "en") == "line 3/12 · Bob · segment 1/2: retry 1/2 (too long for its text)"
-    assert status_text(event, "zh") == "第 3/12 句 · Bob · 重试 1/2"
-    book = ProgressEvent("book", 0.3, "chapter 2/3 · piece 5/20 · ETA 4 min")
+    assert status_text(event, "zh") == "第 3/12 句 · Bob · 第 1/2 段：第 1/2 次重试（与文字相比太长）"
+    where = {"chapter": 2, "chapters": 3, "piece": 5, "pieces": 20}
+    book = ProgressEvent("book", 0.3, "chapter 2/3 · piece 5/20 · ETA 4 min", "book_piece", {**where, "eta_s": 240})
     assert status_text(book, "zh") == "第 2/3 章 · 第 5/20 段 · 预计剩余 4 分钟"
     assert status_text(book, "en") == "chapter 2/3 · piece 5/20 · ETA 4 min"
-    retry = ProgressEvent("book", 0.3, "chapter 2/3 · piece 5/20 · segment 1/1: retry 1/2 (too long for its text)")
-    assert status_text(retry, "zh") == "第 2/3 章 · 第 5/20 段 · 重试 1/2"
+    unknown = ProgressEvent("book", 0.0, "chapter 1/3 · piece 1/20 · ETA …", "book_piece", {**where, "eta_s": None})
+    assert status_text(unknown, "zh").endswith("预计剩余 …")
 
 
 def test_a_book_runs_stops_and_resumes(studio: StudioHandlers, tmp_path: Path) -> None:
