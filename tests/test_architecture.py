@@ -2,7 +2,7 @@
 
 - Layers by directory: each folder of the package may import the root and itself, plus what its row
   in ARCHITECTURE.md allows. A new file is covered by its folder's rule without editing this test.
-- No import cycles between modules, lazy (function-level) imports included.
+- No import cycles between modules, lazy (function-level) and type-checking (`if TYPE_CHECKING:`) imports included.
 - No module over 500 lines; importing the package's public surface loads no torch, gradio or onnxruntime.
 """
 
@@ -61,27 +61,15 @@ def _modules() -> dict[str, Path]:
     return {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
 
 
-def _type_checking_lines(tree: ast.AST) -> set[int]:
-    """Line numbers inside `if TYPE_CHECKING:` blocks (type hints only; never run)."""
-    lines: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            for child in node.body:
-                lines.update(range(child.lineno, (child.end_lineno or child.lineno) + 1))
-    return lines
-
-
-def imports_of(path: Path, modules: dict[str, Path]) -> set[str]:
-    """Names imported by `path` at run time: package modules resolved (a name that is a submodule counts
-    as that module), third-party modules by their top-level name."""
+def imports_of(path: Path, modules: dict[str, Path], name: str | None = None) -> set[str]:
+    """Names imported by `path`, at run time or for type checking (an `if TYPE_CHECKING:` import is an edge too:
+    a circle through type hints is still a circle): package modules resolved (a name that is a submodule counts
+    as that module), third-party modules by their top-level name. `name`: the module's (default: from its path)."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    skip = _type_checking_lines(tree)
-    current = _module_name(path).split(".")
+    current = (name or _module_name(path)).split(".")
     package = current if path.name == "__init__.py" else current[:-1]
     found: set[str] = set()
     for node in ast.walk(tree):
-        if getattr(node, "lineno", None) in skip:
-            continue
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -105,7 +93,7 @@ def _inside(module: str, prefix: str) -> bool:
 
 
 def import_graph(modules: dict[str, Path]) -> dict[str, set[str]]:
-    """module -> what it imports at run time (package modules and third-party top-level names)."""
+    """module -> what it imports (package modules and third-party top-level names)."""
     return {m: imports_of(p, modules) for m, p in modules.items()}
 
 
@@ -197,6 +185,19 @@ def test_the_checks_catch_what_they_are_for() -> None:
     assert f"{ROOT}.api.bad imports {ROOT}.cosyvoice.engine" in problems
     assert any(p.startswith(f"{ROOT}.serving.voices imports") for p in problems)
     assert not any(p.startswith(f"{ROOT}.ui.tab") for p in problems)  # ui may use the API service
+    assert import_cycles(graph) == [[f"{ROOT}.serving.a", f"{ROOT}.serving.b"]]
+
+
+def test_type_checking_imports_are_edges(tmp_path: Path) -> None:
+    """An import only for type hints still makes a circle (the circle `config` ↔ `models` hid behind one)."""
+    package = tmp_path / ROOT / "serving"
+    package.mkdir(parents=True)
+    (package / "a.py").write_text("from .b import B\n", encoding="utf-8")
+    (package / "b.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .a import A\n",
+                                  encoding="utf-8")
+    modules = {f"{ROOT}.serving.a": package / "a.py", f"{ROOT}.serving.b": package / "b.py"}
+    graph = {m: imports_of(p, modules, m) for m, p in modules.items()}
+    assert graph[f"{ROOT}.serving.b"] == {"typing", f"{ROOT}.serving.a"}
     assert import_cycles(graph) == [[f"{ROOT}.serving.a", f"{ROOT}.serving.b"]]
 
 

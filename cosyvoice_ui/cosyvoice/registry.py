@@ -22,7 +22,7 @@ from torch import nn
 
 from ..errors import ConfigError
 from .checkpoint import StateDict, fold_weight_norm, load_strict, strip_generator_prefix, weights_left_uninitialised
-from .config import ModelConfig, parse_v1, parse_v2, parse_v3
+from .config import ModelConfig, Qwen2Config, parse_v1, parse_v2, parse_v3
 from .families import FAMILIES, V1, V2, V3, FamilySpec
 from .frontend.qwen_tokenizer import QWEN_FOLDER, QwenTokenizer
 from .frontend.tokenizer import WhisperTokenizer
@@ -37,7 +37,6 @@ from .models.hift_causal import CausalHiFTGenerator, construction_rng_ops, upstr
 from .models.llm import TransformerLM
 from .models.llm_qwen import CosyVoice3LM, Qwen2LM
 from .models.nsf import CausalSineGen2, SineGen, SineGen2
-from .models.qwen2 import Qwen2Config
 from .recipes import InputRecipe, V1InputRecipe, V2InputRecipe, V3InputRecipe
 from .streaming import Chunker, TokenToWave, stream_tokens
 from .streaming_qwen import CausalVocoderStream, ChunkedVocoderStream, stream_with_lookahead

@@ -13,9 +13,9 @@ from safetensors.torch import load_file
 from torch import nn
 
 from cosyvoice_ui.cosyvoice.checkpoint import load_strict, read_state_dict
-from cosyvoice_ui.cosyvoice.config import QwenLMConfig
+from cosyvoice_ui.cosyvoice.config import Qwen2Config, QwenLMConfig
 from cosyvoice_ui.cosyvoice.models.llm_qwen import CosyVoice3LM, Qwen2LM, drop_long_silences
-from cosyvoice_ui.cosyvoice.models.qwen2 import Qwen2Config, Qwen2Encoder
+from cosyvoice_ui.cosyvoice.models.qwen2 import Qwen2Encoder
 from cosyvoice_ui.cosyvoice.models.sampling import RasSampler, greedy
 from cosyvoice_ui.cosyvoice.parity.qwen import greedy_run
 from cosyvoice_ui.errors import CheckpointError, ConfigError

@@ -1,17 +1,14 @@
 """Frozen hyperparameter records built from an official yaml; the models take these, never the yaml.
 
-The records are v1's (CosyVoice-300M) and the parts the later generations share; the Qwen2-LM generations'
-own records (their LLM, causal and DiT flows, the chunking) are in `hyperparameters_qwen.py`, and each
-family's parser builds its records (see `config/v1.py`, `v2.py`, `v3.py`).
+The records are v1's (CosyVoice-300M) and the parts the later generations share (the CFM and both kinds of
+estimator it runs: U-Net and DiT); the Qwen2-LM generations' own records (their LLM, causal and DiT flows, the
+chunking) are in `hyperparameters_qwen.py`, the whole-yaml `ModelConfig` in `model.py`, and each family's parser
+builds its records (see `config/v1.py`, `v2.py`, `v3.py`). Nothing here imports another config module.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from .hyperparameters_qwen import CausalFlowConfig, ChunkingConfig, DiTConfig, DiTFlowConfig, QwenLMConfig
 
 
 @dataclass(frozen=True)
@@ -67,6 +64,28 @@ class EstimatorConfig:
     num_mid_blocks: int
     num_heads: int
     act_fn: str = "gelu"
+
+
+@dataclass(frozen=True)
+class DiTConfig:
+    """`estimator: DiT` (v3), F5-TTS style. `static_chunk_size` is in mel frames (chunk tokens · token_mel_ratio);
+    `num_decoding_left_chunks` < 0 means every left chunk is visible. Sizes left None default to `mel_dim`."""
+
+    dim: int
+    depth: int
+    heads: int
+    dim_head: int
+    ff_mult: float = 4
+    mel_dim: int = 80
+    mu_dim: int | None = None
+    spk_dim: int | None = None
+    out_channels: int | None = None
+    static_chunk_size: int = 50
+    num_decoding_left_chunks: int = -1
+    long_skip_connection: bool = False  # the parser refuses it; the estimator checks it too
+    time_freq_dim: int = 256  # sinusoid width before time_mlp (upstream class constant)
+    conv_pos_kernel: int = 31  # upstream class constants of the conv position embedding
+    conv_pos_groups: int = 16
 
 
 @dataclass(frozen=True)
@@ -131,20 +150,3 @@ class MelConfig:
     fmin: float
     fmax: float | None
     center: bool = False
-
-
-@dataclass(frozen=True)
-class ModelConfig:
-    """Everything the engine needs from one official yaml."""
-
-    sample_rate: int
-    llm_class: str  # the yaml's upstream class paths, checked against the registry's allow-list
-    flow_class: str
-    estimator_class: str
-    hift_class: str
-    llm: LLMConfig | QwenLMConfig
-    flow: FlowConfig | CausalFlowConfig | DiTFlowConfig
-    hift: HiFTConfig
-    mel: MelConfig
-    tokenizer: dict  # the get_tokenizer arguments (v1: multilingual, num_languages; v2/v3: version, ...)
-    chunking: ChunkingConfig | None = None  # token/mel framing and streaming chunk (the Qwen2-LM generations)

@@ -1,21 +1,19 @@
 """Frozen hyperparameter records of the Qwen2-LM generations (CosyVoice2-0.5B, Fun-CosyVoice3-0.5B), built by
 `config/v2.py` and `config/v3.py` from the official yaml (cosyvoice-models.md §1.3); the models take these.
 
-What the two share with v1 stays in `hyperparameters.py` (`SamplingConfig`, `EncoderConfig`, `EstimatorConfig`,
-`CFMConfig`, `HiFTConfig`, `MelConfig`, `ModelConfig`). Field names are upstream's yaml argument names; values
-the yaml leaves out take upstream's class defaults. The Qwen2 backbone's own shape is not in the yaml: it comes
-from `CosyVoice-BlankEN/config.json` and is filled into `QwenLMConfig.qwen` when the folder is loaded.
+What the two share with v1 stays in `hyperparameters.py` (`SamplingConfig`, `EncoderConfig`, the estimators'
+`EstimatorConfig` and `DiTConfig`, `CFMConfig`, `HiFTConfig`, `MelConfig`); `ModelConfig` is in `model.py`. Field
+names are upstream's yaml argument names; values the yaml leaves out take upstream's class defaults. The Qwen2
+backbone's own shape is not in the yaml: it comes from `CosyVoice-BlankEN/config.json` (`qwen2.Qwen2Config`) and
+is filled into `QwenLMConfig.qwen` when the folder is loaded.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from .hyperparameters import CFMConfig, EncoderConfig, SamplingConfig
-
-if TYPE_CHECKING:
-    from ..models.qwen2 import Qwen2Config
+from .qwen2 import Qwen2Config
 
 
 @dataclass(frozen=True)
@@ -64,28 +62,6 @@ class CausalFlowConfig:
     cfm: CFMConfig  # estimator: the causal U-Net's `EstimatorConfig`
     estimator_chunk_size: int  # the estimator's streaming attention chunk in mel frames
     num_decoding_left_chunks: int = -1  # < 0: every left chunk
-
-
-@dataclass(frozen=True)
-class DiTConfig:
-    """`estimator: DiT` (v3), F5-TTS style. `static_chunk_size` is in mel frames (chunk tokens · token_mel_ratio);
-    `num_decoding_left_chunks` < 0 means every left chunk is visible. Sizes left None default to `mel_dim`."""
-
-    dim: int
-    depth: int
-    heads: int
-    dim_head: int
-    ff_mult: float = 4
-    mel_dim: int = 80
-    mu_dim: int | None = None
-    spk_dim: int | None = None
-    out_channels: int | None = None
-    static_chunk_size: int = 50
-    num_decoding_left_chunks: int = -1
-    long_skip_connection: bool = False  # the parser refuses it; the estimator checks it too
-    time_freq_dim: int = 256  # sinusoid width before time_mlp (upstream class constant)
-    conv_pos_kernel: int = 31  # upstream class constants of the conv position embedding
-    conv_pos_groups: int = 16
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,9 @@ from typing import Any
 from ...errors import ConfigError
 from ..families import V1
 from .hyperparameters import (CFMConfig, EncoderConfig, EstimatorConfig, FlowConfig, HiFTConfig, LLMConfig,
-                              MelConfig, ModelConfig, SamplingConfig)
+                              MelConfig, SamplingConfig)
 from .inert_yaml import Tagged
+from .model import ModelConfig
 
 
 def _node(data: dict, key: str, where: str) -> Tagged:

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from ...errors import ConfigError
 from ..families import V2
-from .hyperparameters import CFMConfig, EstimatorConfig, HiFTConfig, MelConfig, ModelConfig, SamplingConfig
-from .hyperparameters_qwen import CausalFlowConfig, ChunkingConfig, DiTConfig, DiTFlowConfig, QwenLMConfig
+from .hyperparameters import CFMConfig, DiTConfig, EstimatorConfig, HiFTConfig, MelConfig, SamplingConfig
+from .hyperparameters_qwen import CausalFlowConfig, ChunkingConfig, DiTFlowConfig, QwenLMConfig
 from .inert_yaml import Tagged
+from .model import ModelConfig
 from .v1 import _args, _encoder, _get, _ints, _node, _pairs
 
 

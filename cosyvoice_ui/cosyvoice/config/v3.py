@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from ...errors import ConfigError
 from ..families import V3
-from .hyperparameters import ModelConfig
-from .hyperparameters_qwen import DiTConfig, DiTFlowConfig
+from .hyperparameters import DiTConfig
+from .hyperparameters_qwen import DiTFlowConfig
 from .inert_yaml import Tagged
+from .model import ModelConfig
 from .v1 import _args, _get, _node
 from .v2 import parse_cfm, qwen_model_config
 

@@ -10,12 +10,20 @@ Not here: the attention itself (`transformer.py`), which reads these caches.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import torch
+from torch import nn
 
-if TYPE_CHECKING:
-    from .transformer import Encoder
+
+class CachedEncoder(Protocol):
+    """What these caches read of the encoder they serve (`transformer.Encoder`, which imports this module):
+    its layers (each `self_attn.project_positions`), its relative-position table and its output norm (whose
+    weight says the device and dtype)."""
+
+    encoders: nn.ModuleList
+    pos_table: Any
+    after_norm: nn.LayerNorm
 
 
 class KVCache:
@@ -72,7 +80,7 @@ class RelPositionProjections:
 
     GROW_ROWS = 128
 
-    def __init__(self, encoder: Encoder) -> None:
+    def __init__(self, encoder: CachedEncoder) -> None:
         self._encoder = encoder
         self._tables: list[torch.Tensor] = []  # per layer [H, R+ + R- + 1, Dk], rows r = R+ ... -R-
         self._r_pos = -1  # nothing projected yet
@@ -109,7 +117,7 @@ class DecodeCache:
     """The caches of one incremental decode through an `Encoder`: one `KVCache` per layer, sized for
     `reserve` positions (a hint: they grow when outgrown), and the `RelPositionProjections`."""
 
-    def __init__(self, encoder: Encoder, reserve: int = 0) -> None:
+    def __init__(self, encoder: CachedEncoder, reserve: int = 0) -> None:
         self.layers = [KVCache(reserve) for _ in encoder.encoders]
         self.positions = RelPositionProjections(encoder)
 
