@@ -284,11 +284,15 @@ class Encoder(nn.Module):
         many layers were fused now (0 when already done)."""
         return sum(layer.self_attn.fuse_qkv() for layer in self.encoders)
 
+    def new_cache(self, reserve: int = 0) -> DecodeCache:
+        """The caches of one decode through this encoder, sized for `reserve` positions (they grow if outgrown)."""
+        return DecodeCache(self, reserve)
+
     def forward_step(self, xs: torch.Tensor, cache: DecodeCache) -> torch.Tensor:
         """Causal incremental encoding for decoding (B = 1).
 
         xs [1, T, input_size] the new positions; cache: this decode's `DecodeCache` (start one with
-        `DecodeCache(encoder, reserve)`), appended to in place. Returns the new positions' outputs [1, T, D].
+        `new_cache(reserve)`), appended to in place. Returns the new positions' outputs [1, T, D].
         """
         t_new = xs.size(1)
         t_old = cache.length
