@@ -9,44 +9,27 @@ Shapes: T1/T2 prompt/generated tokens, M1 = prompt mel frames, M2 = int(T2 / tok
 generated frames (v1: 50 Hz tokens, 22050/256 Hz mel), F = 80 mel bins, D = encoder width.
 
 Not here: streaming orchestration (which tokens go into which chunk, mel cross-fades) and the
-vocoder; v2/v3 flows.
+vocoder; v2/v3 flows. The embedding, speaker projection, cond and input checks are `token_flow.TokenToMelFlow`'s.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from ..config import EstimatorConfig, FlowConfig
 from .cfm import ConditionalCFM
 from .length_regulator import InterpolateRegulator, edge_frames
+from .token_flow import FlowConditioning, TokenToMelFlow
 from .transformer import Encoder
 
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class FlowConditioning:
-    """Everything the ODE is conditioned on for one call (B = 1), before any streaming cache.
-
-    encoder_proj_out: [1, T1+T2, F] token encoding; mu: [1, F, M1+M2]; spks: [1, F];
-    cond: [1, F, M1+M2] (prompt mel, then zeros).
-    """
-
-    encoder_proj_out: torch.Tensor
-    mu: torch.Tensor
-    spks: torch.Tensor
-    cond: torch.Tensor
-    mel_len1: int
-    mel_len2: int
-
-
-class MaskedDiffWithXvec(nn.Module):
+class MaskedDiffWithXvec(TokenToMelFlow):
     """v1 token-to-mel flow. Attribute names follow upstream so `flow.pt` loads strictly.
 
     Does not: batch several utterances (inference is B = 1, so no padding masks are built), decide
@@ -57,13 +40,10 @@ class MaskedDiffWithXvec(nn.Module):
     def __init__(self, cfg: FlowConfig, estimator: Callable[[EstimatorConfig], nn.Module]) -> None:
         """estimator: the family's velocity-network class (v1: `ConditionalDecoder`), built here from
         `cfg.cfm.estimator` with the CFM (last: seeded random initialisations do not move)."""
-        super().__init__()
         if cfg.encoder.static_chunk_size != 0:
             raise ValueError("the v1 flow encoder uses full attention (static_chunk_size 0), "
                              f"got {cfg.encoder.static_chunk_size}")
-        self.cfg = cfg
-        self.input_embedding = nn.Embedding(cfg.vocab_size, cfg.input_size)
-        self.spk_embed_affine_layer = nn.Linear(cfg.spk_embed_dim, cfg.output_size)
+        super().__init__(cfg)
         self.encoder = Encoder(cfg.encoder)
         self.encoder_proj = nn.Linear(cfg.encoder.output_size, cfg.output_size)
         self.length_regulator = InterpolateRegulator(
@@ -71,11 +51,6 @@ class MaskedDiffWithXvec(nn.Module):
         )
         self.decoder = ConditionalCFM(cfg.cfm, estimator(cfg.cfm.estimator),
                                       overlap_frames=edge_frames(cfg.input_frame_rate, cfg.mel_rate))
-
-    @property
-    def estimator(self) -> nn.Module:
-        """The CFM's velocity network (`decoder.estimator`), for its inference transforms (`to_bf16`)."""
-        return self.decoder.estimator
 
     def generated_frames(self, n_tokens: int) -> int:
         """M2 for n generated tokens: int(n / token rate · mel rate) (v1: 206 for 120 tokens)."""
@@ -85,19 +60,13 @@ class MaskedDiffWithXvec(nn.Module):
     def condition(self, token: torch.Tensor, prompt_token: torch.Tensor, prompt_feat: torch.Tensor,
                   embedding: torch.Tensor) -> FlowConditioning:
         """Encode tokens and build mu / spks / cond. Arguments as for `inference`."""
-        self._check(token, prompt_token, prompt_feat, embedding)
+        self.check_inputs(token, prompt_token, prompt_feat, embedding)
         t1, t2 = prompt_token.size(1), token.size(1)
         mel_len1, mel_len2 = prompt_feat.size(1), self.generated_frames(t2)
-        weight = self.spk_embed_affine_layer.weight
-        spks = self.spk_embed_affine_layer(F.normalize(embedding.to(weight), dim=1))
-
-        ids = torch.cat([prompt_token, token], dim=1).to(device=weight.device, dtype=torch.long).clamp(min=0)
-        h = self.encoder_proj(self.encoder(self.input_embedding(ids)))
+        spks = self.speaker(embedding)
+        h = self.encoder_proj(self.encoder(self.embed_tokens(prompt_token, token)))
         mu = self.length_regulator.inference(h[:, :t1], h[:, t1:], mel_len1, mel_len2)
-
-        cond = torch.zeros(1, self.cfg.output_size, mel_len1 + mel_len2, device=mu.device, dtype=mu.dtype)
-        cond[:, :, :mel_len1] = prompt_feat.to(mu).transpose(1, 2)
-        return FlowConditioning(h, mu, spks, cond, mel_len1, mel_len2)
+        return FlowConditioning(h, mu, spks, self.prompt_condition(mu, prompt_feat), mel_len1, mel_len2)
 
     @torch.inference_mode()
     def inference(
@@ -133,16 +102,8 @@ class MaskedDiffWithXvec(nn.Module):
         )
         return mel[:, :, c.mel_len1:], cache
 
-    def _check(self, token: torch.Tensor, prompt_token: torch.Tensor, prompt_feat: torch.Tensor,
-               embedding: torch.Tensor) -> None:
-        if token.dim() != 2 or token.size(0) != 1 or token.size(1) == 0:
-            raise ValueError(f"token must be [1, T2] with T2 ≥ 1 (batch 1), got {tuple(token.shape)}")
-        if prompt_token.dim() != 2 or prompt_token.size(0) != 1:
-            raise ValueError(f"prompt_token must be [1, T1] (T1 may be 0), got {tuple(prompt_token.shape)}")
-        if prompt_feat.dim() != 3 or prompt_feat.size(0) != 1 or prompt_feat.size(2) != self.cfg.output_size:
-            raise ValueError(f"prompt_feat must be [1, M1, {self.cfg.output_size}], got {tuple(prompt_feat.shape)}")
+    def check_prompt_lengths(self, prompt_token: torch.Tensor, prompt_feat: torch.Tensor) -> None:
+        # The length regulator stretches the prompt's tokens to any frame count, but not none to some.
         if (prompt_token.size(1) == 0) != (prompt_feat.size(1) == 0):
             raise ValueError("prompt_token and prompt_feat must be both empty or both non-empty, got "
                              f"{prompt_token.size(1)} tokens and {prompt_feat.size(1)} mel frames")
-        if embedding.shape != (1, self.cfg.spk_embed_dim):
-            raise ValueError(f"embedding must be [1, {self.cfg.spk_embed_dim}], got {tuple(embedding.shape)}")
