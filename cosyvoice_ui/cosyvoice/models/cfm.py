@@ -101,24 +101,26 @@ class ConditionalCFM(nn.Module):
                 torch.cat([cond, torch.zeros_like(cond)]), mask2)
 
     def velocity(self, x: torch.Tensor, t: torch.Tensor, mu: torch.Tensor, spks: torch.Tensor,
-                 cond: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+                 cond: torch.Tensor, mask: torch.Tensor | None, **estimator_options: object) -> torch.Tensor:
         """Guided velocity at state x [1, F, T] and time t (0-d), given `guidance_batch` outputs:
-        one estimator call on a batch of two, v = (1 + w)·v_cond − w·v_uncond."""
+        one estimator call on a batch of two, v = (1 + w)·v_cond − w·v_uncond. `estimator_options` go to
+        the estimator as they are (the causal estimators' `streaming`)."""
         w = self.inference_cfg_rate
         rows = mu.size(0)
-        v = self.estimator(x.expand(rows, -1, -1), mask, mu, t.reshape(1).expand(rows), spks, cond)
+        v = self.estimator(x.expand(rows, -1, -1), mask, mu, t.reshape(1).expand(rows), spks, cond,
+                           **estimator_options)
         if w == 0:
             return v
         v_cond, v_uncond = v.split(x.size(0))
         return (1.0 + w) * v_cond - w * v_uncond
 
     def solve_euler(self, z: torch.Tensor, mu: torch.Tensor, spks: torch.Tensor, cond: torch.Tensor,
-                    mask: torch.Tensor | None, n_timesteps: int) -> torch.Tensor:
+                    mask: torch.Tensor | None, n_timesteps: int, **estimator_options: object) -> torch.Tensor:
         """Integrate from noise z [1, F, T] at t=0 to t=1; returns float32 [1, F, T]."""
         batch = self.guidance_batch(mu, spks, cond, mask)
         x = z
         for t, dt in euler_steps(time_grid(n_timesteps, self.t_scheduler, z.device)):
-            x = x + dt.to(x.dtype) * self.velocity(x, t.to(x.dtype), *batch)
+            x = x + dt.to(x.dtype) * self.velocity(x, t.to(x.dtype), *batch, **estimator_options)
         return x.float()
 
     def forward(

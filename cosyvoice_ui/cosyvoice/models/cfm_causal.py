@@ -22,7 +22,7 @@ import torch
 from torch import nn
 
 from ..config import CFMConfig
-from .cfm import ConditionalCFM, euler_steps, time_grid
+from .cfm import ConditionalCFM
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +39,8 @@ def fixed_noise(mel_bins: int = 80, frames: int = NOISE_FRAMES, seed: int = NOIS
 
 
 class CausalConditionalCFM(ConditionalCFM):
-    """Euler solver with guidance around an `estimator(x, mask, mu, t, spks, cond, streaming=...)`.
+    """Euler solver with guidance around an `estimator(x, mask, mu, t, spks, cond, streaming=...)`: the
+    solver and the guidance are `ConditionalCFM`'s; the noise and the `streaming` flag are this class's.
 
     `rand_noise` is a plain attribute, not a registered buffer: it is not in `flow.pt`, and `.to(device)`
     of the module leaves it on the CPU (each call moves the slice it needs).
@@ -52,27 +53,6 @@ class CausalConditionalCFM(ConditionalCFM):
         """mel_bins: rows of the noise buffer (the estimator's output channels)."""
         super().__init__(cfg, estimator, overlap_frames=0)
         self.rand_noise = fixed_noise(mel_bins, noise_frames)
-
-    def velocity(self, x: torch.Tensor, t: torch.Tensor, mu: torch.Tensor, spks: torch.Tensor,
-                 cond: torch.Tensor, mask: torch.Tensor | None, streaming: bool = False) -> torch.Tensor:
-        """As `ConditionalCFM.velocity`, passing `streaming` to the estimator."""
-        w = self.inference_cfg_rate
-        rows = mu.size(0)
-        v = self.estimator(x.expand(rows, -1, -1), mask, mu, t.reshape(1).expand(rows), spks, cond,
-                           streaming=streaming)
-        if w == 0:
-            return v
-        v_cond, v_uncond = v.split(x.size(0))
-        return (1.0 + w) * v_cond - w * v_uncond
-
-    def solve_euler(self, z: torch.Tensor, mu: torch.Tensor, spks: torch.Tensor, cond: torch.Tensor,
-                    mask: torch.Tensor | None, n_timesteps: int, streaming: bool = False) -> torch.Tensor:
-        """Integrate from noise z [1, F, T] at t=0 to t=1; returns float32 [1, F, T]."""
-        batch = self.guidance_batch(mu, spks, cond, mask)
-        x = z
-        for t, dt in euler_steps(time_grid(n_timesteps, self.t_scheduler, z.device)):
-            x = x + dt.to(x.dtype) * self.velocity(x, t.to(x.dtype), *batch, streaming=streaming)
-        return x.float()
 
     def initial_noise(self, frames: int, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
         """The first `frames` columns of the fixed buffer [1, F, frames]."""
