@@ -495,8 +495,8 @@ class RecordingEngine(FakeEngine):
 def test_a_request_is_checked_once(tmp_path: Path, monkeypatch, stream: bool) -> None:
     """The service checks against the model's description before queueing; the engine runs that checked
     request without repeating the shared checks."""
-    import cosyvoice_ui.api.service as service_module
     import cosyvoice_ui.engine as engine_module
+    import cosyvoice_ui.serving.jobs as service_module  # the one speech job checks every surface's request
     from cosyvoice_ui.types import CheckedRequest
 
     calls = {"service": 0, "engine": 0}

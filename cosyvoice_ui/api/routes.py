@@ -188,7 +188,8 @@ def stream_response(service: ApiService, job: Prepared, sse: bool = False) -> St
             if live.complete:
                 service.remember(job, samples, rate)
 
-        body = audio_body(live.chunks(), job.fmt, rate, None if job.normalize else 1.0, keep)
+        body = audio_body((chunk.samples for chunk in live.chunks()), job.fmt, rate, None if job.normalize else 1.0,
+                          keep)
     if sse:
         body, media = sse_body(body, len(job.request.text)), "text/event-stream"
     else:

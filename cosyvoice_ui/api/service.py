@@ -10,29 +10,25 @@ from __future__ import annotations
 
 import base64
 import binascii
-import contextlib
 import logging
-import secrets
-import threading
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from .. import audio as audio_utils
-from ..serving.content_policy import check_blocked, load_blocked_words
-from .stream import STREAM_FORMATS, LiveJob
-from .studio_service import (NotesCache, RunNotes, StudioService, glossary_tag, policy_tag, render_whole,
-                             request_policy, subtitle_choice, synthesize)
+from .stream import STREAM_FORMATS
+from .studio_service import NotesCache, RunNotes, StudioService, glossary_tag, policy_tag, subtitle_choice
 from ..serving.default_voice import DEFAULT_NAME, VoiceRef, VoiceResolver
 from ..errors import CosyVoiceError, InvalidRequest
-from ..serving.glossary import Glossary, GlossaryStore, resolve_glossary, with_glossary
+from ..serving.glossary import Glossary, GlossaryStore
+from ..serving.jobs import JobOptions, Live, SpeechJob, SpeechJobs, instruct_takes_voice
 from ..serving.manager import ModelManager
 from ..serving.result_cache import CachedResult, ResultCache, request_key
 from ..serving.takes import RetryPolicy
 from ..settings import Settings
 from ..types import Audio, CheckedRequest, EngineInfo, Mode, SynthesisRequest
-from ..validation import check_request, infer_mode, mode_hint
+from ..validation import infer_mode, mode_hint
 from ..serving.voice_aliases import GENERIC_MODELS, OPENAI_MODELS, VoiceAliases
 from ..serving.voice_service import delete_voice, save_voice
 from ..serving.voices import SavedVoice, VoiceLibrary
@@ -90,18 +86,27 @@ class ModelUnavailable(CosyVoiceError):
 
 @dataclass(frozen=True)
 class Prepared:
-    """A validated request, ready to run: the engine request (seed always set) and how to deliver it."""
+    """A checked speech job (`serving/jobs.py`) and how the API delivers it: the file format and subtitles."""
 
-    request: CheckedRequest
-    voice: SavedVoice | None
+    job: SpeechJob
     fmt: str
-    normalize: bool
-    seed_given: bool
-    ref: VoiceRef | None = None  # the saved or built-in voice to register first (None: preset or recording)
-    glossary: Glossary | None = None  # applied to `request.text` already (named here for the cache and result)
-    policy: RetryPolicy | None = None  # bad-take checks (None: off)
     subtitles: str | None = None  # "srt" | "vtt": the result carries subtitles
-    original_text: str = ""  # the text before the glossary (what subtitles show)
+
+    @property
+    def request(self) -> CheckedRequest:
+        return self.job.request
+
+    @property
+    def normalize(self) -> bool:
+        return self.job.loudness is not None
+
+    @property
+    def glossary(self) -> Glossary | None:
+        return self.job.glossary
+
+    @property
+    def policy(self) -> RetryPolicy | None:
+        return self.job.policy
 
 
 @dataclass(frozen=True)
@@ -113,12 +118,6 @@ class Finished:
     seed: int
     cached: bool
     notes: RunNotes = RunNotes()  # subtitle cues and take reports
-
-
-def instruct_takes_voice(info: EngineInfo | None) -> bool:
-    """Whether the model's instruct mode speaks in a given voice (a recording or saved voice, instruct2)
-    rather than with a preset speaker."""
-    return bool(info and info.instruct_voice and Mode.INSTRUCT in info.modes)
 
 
 def _base64_audio(text: str, what: str) -> bytes:
@@ -151,9 +150,9 @@ class ApiService:
         self.voices = VoiceResolver(self.library, settings.default_voice)
         self.aliases = VoiceAliases.from_file(settings.voice_aliases_file)
         self.cache = cache if cache is not None else ResultCache(settings.cache_entries)
-        self.blocked = load_blocked_words(settings.blocked_words_file)
         self.max_upload_bytes = int(settings.max_upload_mb * 2**20)
         self.glossaries = GlossaryStore(settings.glossary_dir, settings.max_glossaries)
+        self.speech = SpeechJobs(manager, settings, self.library, self.voices, self.glossaries)
         self.notes = NotesCache(settings.cache_entries)
         self.studio = StudioService(manager, settings, self.glossaries, self.decode_audio)
         self.peer_models: tuple[str, ...] = ()  # the other models an app serving several accepts by name
@@ -212,15 +211,12 @@ class ApiService:
             prompt_text=body.prompt_text, instruct_text=body.instruct_text,
             speaker=voice.id if voice else speaker, source_audio=source, speed=body.speed, seed=body.seed,
             stream=body.stream, text_frontend=body.text_frontend, voice_match=body.voice_match)
-        request, ref = self.voices.apply(request, info, mode_given=bool(body.mode))
-        if ref is not None and ref.kind == "saved":
-            voice = self.library.require(ref.id)
         fmt = self.output_format(body.format, streamed=body.stream)
         subtitles = subtitle_choice(body.subtitles, body.stream)
-        policy = request_policy(self.settings, body.take_retries, body.check_takes)
-        job = self._finish(request, voice, fmt, body.normalize, info, ref,
-                           resolve_glossary(self.glossaries, body.glossary))
-        return replace(job, policy=policy, subtitles=subtitles)
+        options = JobOptions(glossary=body.glossary, check_takes=body.check_takes, take_retries=body.take_retries,
+                             loudness=audio_utils.DEFAULT_LUFS if body.normalize else None,
+                             mode_given=bool(body.mode))
+        return Prepared(self.speech.prepare(request, options, info), fmt, subtitles)
 
     def speech_request(self, body) -> tuple[Prepared, str | None]:
         """`POST /v1/audio/speech` body → (checked request, how to stream: None | "audio" | "sse")."""
@@ -260,9 +256,8 @@ class ApiService:
         request = SynthesisRequest(mode=mode, text=body.input, instruct_text=instructions, speaker=ref.id,
                                    speed=body.speed, seed=body.seed, stream=stream is not None)
         fmt = self.output_format(fmt, streamed=stream is not None)
-        job = self._finish(request, voice, fmt, body.normalize, info, None if ref.is_preset else ref,
-                           resolve_glossary(self.glossaries, body.glossary))
-        return replace(job, policy=request_policy(self.settings)), stream
+        options = JobOptions(glossary=body.glossary, loudness=audio_utils.DEFAULT_LUFS if body.normalize else None)
+        return Prepared(self.speech.prepare(request, options, info), fmt), stream
 
     # --- voices and models by name ------------------------------------------------------------------
 
@@ -336,36 +331,14 @@ class ApiService:
                                  format=fmt)
         return fmt
 
-    def _finish(self, request: SynthesisRequest, voice: SavedVoice | None, fmt: str, normalize: bool,
-                info: EngineInfo | None, ref: VoiceRef | None = None, glossary: Glossary | None = None) -> Prepared:
-        spoken_before = request.text
-        spoken = with_glossary(request, glossary, info)  # before the check: the rewritten text is what runs
-        check_blocked((request.text, spoken.text, request.instruct_text), self.blocked)
-        request = spoken
-        preset_mode = request.mode is Mode.SFT or (request.mode is Mode.INSTRUCT and not instruct_takes_voice(info))
-        if preset_mode and not request.speaker and info is not None and info.speakers:
-            raise InvalidRequest("speaker_missing", f"{request.mode.value} needs a preset speaker: set `speaker` to "
-                                 f"one of {', '.join(info.speakers)} (or send a voice to clone: voice_id or "
-                                 "prompt_audio)")
-        seed_given = request.seed is not None
-        if not seed_given:  # set before the check, so the checked request is exactly the one that runs
-            request = replace(request, seed=secrets.randbits(31))
-        # The one full check, against the model's description: bad requests stop before any model load, and
-        # the engine skips these checks for a request checked against its own `info`.
-        checked = check_request(request, info, self.settings.max_text_chars,
-                                saved_voices=self.library.ids() + self.voices.usable_ids())
-        if voice is not None and checked.mode is Mode.ZERO_SHOT and checked.prompt_audio is None \
-                and not (checked.prompt_text.strip() or voice.transcript):
-            raise InvalidRequest("transcript_missing", f"saved voice {voice.id!r} has no transcript; use "
-                                 "cross_lingual mode, or pass prompt_text")
-        return Prepared(checked, voice, fmt, normalize, seed_given, ref, glossary, original_text=spoken_before)
-
     # --- running --------------------------------------------------------------------------------------
 
     def cache_key(self, job: Prepared) -> str | None:
-        if not job.seed_given:
+        if not job.job.seed_given:
             return None
-        tag = f"{job.voice.id}@{job.voice.created}" if job.voice else (job.ref.id if job.ref else "")
+        voice = job.job.voice
+        saved = self.library.get(voice.id) if voice is not None and voice.kind == "saved" else None
+        tag = f"{saved.id}@{saved.created}" if saved is not None else (voice.id if voice is not None else "")
         return request_key(self._model_tag(), job.request, tag, normalize=job.normalize,
                            takes=policy_tag(job.policy), glossary=glossary_tag(job.glossary))
 
@@ -380,35 +353,20 @@ class ApiService:
         if hit is not None:
             return Finished(hit.samples, hit.sample_rate, hit.seed, True, notes)
         self._check_queue()
-        with self.manager.job() as engine:
-            checked = self._engine_check(engine, job)
-            rate = engine.info.sample_rate
-            pieces, notes = render_whole(engine, checked, job.policy, job.glossary, job.original_text)
-        samples = audio_utils.join_chunks(pieces)
-        if job.normalize:
-            samples = audio_utils.normalize_loudness(samples, rate)
-        self.cache.put(key, samples, rate, job.request.seed)
+        rendered = self.speech.render(job.job)
+        notes = RunNotes(rendered.cues, rendered.takes)
+        self.cache.put(key, rendered.samples, rendered.sample_rate, rendered.seed)
         self.notes.put(key, notes)
-        return Finished(samples, rate, int(job.request.seed), False, notes)
+        return Finished(rendered.samples, rendered.sample_rate, rendered.seed, False, notes)
 
-    def start(self, job: Prepared) -> LiveJob:
+    def start(self, job: Prepared) -> Live:
         """Queue the job and wait for its first chunk; the returned job holds the slot while it streams.
 
         Anything wrong before the first audio (bad prompt, model load failure) raises here, so the client
         still gets a proper error status.
         """
         self._check_queue()
-        stack = contextlib.ExitStack()
-        cancel = threading.Event()
-        try:
-            engine = stack.enter_context(self.manager.job(cancel=cancel))
-            checked = self._engine_check(engine, job)
-            chunks = synthesize(engine, checked, job.policy, cancel=cancel)  # checked, never retried
-            first = next(chunks, None)
-            return LiveJob(engine.info.sample_rate, first, chunks, stack, cancel)
-        except BaseException:
-            stack.close()
-            raise
+        return self.speech.start(job.job)
 
     def remember(self, job: Prepared, samples: np.ndarray, sample_rate: int) -> None:
         self.cache.put(self.cache_key(job), samples, sample_rate, int(job.request.seed))
@@ -417,17 +375,6 @@ class ApiService:
         queued = self.manager.status().queued
         if queued >= self.settings.queue_size:
             raise QueueFull(f"{queued} jobs are waiting already; retry shortly")
-
-    def _engine_check(self, engine, job: Prepared) -> CheckedRequest:
-        """Inside the job: register the voice, then the engine's own check, once (its result is what runs)."""
-        self._ensure_voice(engine, job)
-        return engine.check(job.request)
-
-    def _ensure_voice(self, engine, job: Prepared) -> None:
-        if job.voice is not None:
-            self.voices.ensure(engine, VoiceRef("saved", job.voice.id, job.voice.transcript))
-        else:
-            self.voices.ensure(engine, job.ref)
 
     def _model_tag(self) -> str:
         info = self.manager.info()

@@ -1,24 +1,22 @@
 """Streaming response bodies: audio that leaves while the engine is still producing it.
 
-A `LiveJob` holds its slot in the manager's queue until the last chunk is sent, or until the client
-goes away (then the engine is cancelled and the slot freed). Bodies come as chunked WAV (a header with
+A running job (`serving/jobs.Live`) holds its slot in the manager's queue until the last chunk is sent, or
+until the client goes away (then the engine is cancelled and the slot freed). Bodies come as chunked WAV (a header with
 unknown sizes, as streaming servers send), raw 16-bit PCM, or OpenAI-style server-sent events.
 """
 
 from __future__ import annotations
 
 import base64
-import contextlib
 import json
 import logging
 import struct
-import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 
 import numpy as np
 
 from .. import audio as audio_utils
-from ..types import AudioChunk
+from ..serving.jobs import Live
 
 log = logging.getLogger(__name__)
 
@@ -30,52 +28,6 @@ def wav_stream_header(sample_rate: int) -> bytes:
     """A 44-byte header of a mono 16-bit PCM WAV whose length is not known yet."""
     fmt = struct.pack("<IHHIIHH", 16, 1, 1, sample_rate, sample_rate * 2, 2, 16)
     return b"RIFF" + struct.pack("<I", _UNKNOWN_SIZE) + b"WAVEfmt " + fmt + b"data" + struct.pack("<I", _UNKNOWN_SIZE)
-
-
-class LiveJob:
-    """A running synthesis that owns a queue slot: its chunks, the slot's exit stack and a cancel flag.
-
-    Not responsible for encoding (see the body functions below).
-    """
-
-    def __init__(self, sample_rate: int, first: AudioChunk | None, rest: Iterator[AudioChunk],
-                 stack: contextlib.ExitStack, cancel: threading.Event) -> None:
-        self.sample_rate = sample_rate
-        self.first = first
-        self.rest = rest
-        self.stack = stack
-        self.cancel = cancel
-        self.complete = False
-        self._released = False
-        self._lock = threading.Lock()
-
-    def chunks(self) -> Iterator[np.ndarray]:
-        """The samples of every chunk in order; the slot is released when this ends or is closed."""
-        try:
-            if self.first is not None:
-                yield self.first.samples
-            for chunk in self.rest:
-                yield chunk.samples
-            self.complete = True
-        finally:
-            self.release()
-
-    def release(self) -> None:
-        """Stop the engine generator and free the queue slot (idempotent)."""
-        with self._lock:
-            if self._released:
-                return
-            self._released = True
-        if not self.complete:
-            self.cancel.set()
-        close = getattr(self.rest, "close", None)
-        try:
-            if close is not None:
-                close()
-        except ValueError:  # running in another thread right now: it stops at the cancel flag
-            pass
-        finally:
-            self.stack.close()
 
 
 def audio_body(pieces: Iterator[np.ndarray], fmt: str, sample_rate: int, gain: float | None,
@@ -115,7 +67,7 @@ def sse_body(audio: Iterator[bytes], chars: int) -> Iterator[bytes]:
                                                             "total_tokens": chars}})
 
 
-async def guarded(body: Iterator[bytes], job: LiveJob | None) -> AsyncIterator[bytes]:
+async def guarded(body: Iterator[bytes], job: Live | None) -> AsyncIterator[bytes]:
     """Run a sync body in the threadpool; when the client disconnects, cancel the engine and free the slot."""
     from starlette.concurrency import iterate_in_threadpool
 
@@ -127,7 +79,7 @@ async def guarded(body: Iterator[bytes], job: LiveJob | None) -> AsyncIterator[b
             if not job.complete:
                 job.cancel.set()
             try:
-                body.close()  # runs the body's finally blocks → LiveJob.chunks → release
+                body.close()  # runs the body's finally blocks → Live.chunks → release
             except ValueError:  # still executing in a worker: it ends at the cancel flag and releases
                 return
             job.release()  # a body that never started has no finally to run

@@ -1,7 +1,8 @@
-"""The studio parts of the REST service, without HTTP: bad-take checks around every synthesis, subtitles timed
-from the segments, pronunciation glossaries (applied, stored, previewed) and transcription.
+"""The studio parts of the REST service, without HTTP: what a result carries beside its audio (subtitles, take
+reports), pronunciation glossaries (stored, previewed) and transcription. The speech job itself (takes checked,
+cues timed) is `serving/jobs.py`.
 
-`ApiService` (service.py) calls the take and subtitle helpers when it runs a job; the glossary and
+`ApiService` (service.py) calls the take and subtitle helpers when it shapes a result; the glossary and
 transcription routes (`routes_studio.py`) call `StudioService`. Failures are `InvalidRequest`s (422 unless
 `errors.py` says otherwise); nothing here imports FastAPI.
 """
@@ -9,29 +10,23 @@ transcription routes (`routes_studio.py`) call `StudioService`. Failures are `In
 from __future__ import annotations
 
 import hashlib
-import re
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
-
-import numpy as np
 
 from ..audio import TRANSCRIPTION_LIMITS
 from ..errors import InvalidRequest
 from ..serving.glossary import Glossary, GlossaryStore, applied, make_glossary, preview, resolve_glossary, to_json
-from ..serving.takes import RetryPolicy, SegmentReport, guarded_synthesis, policy_from_settings
+from ..serving.takes import RetryPolicy, SegmentReport
 from ..serving.transcription import POCKETSPHINX, Transcriber, backend_for, shared_transcriber
 from ..settings import Settings
-from ..serving.subtitles import Cue, SegmentClock, check_subtitle_format, render
-from ..types import Audio, AudioChunk, CheckedRequest, EngineInfo
+from ..serving.subtitles import Cue, check_subtitle_format, render
+from ..types import Audio
 
 if TYPE_CHECKING:
-    from ..engine import Engine
     from ..serving.manager import ModelManager
 
-MAX_TAKE_RETRIES = 5
 # `model` values of OpenAI's transcription API: they mean "the server's recogniser", not a name of ours.
 OPENAI_ASR_MODELS = ("whisper-1", "gpt-4o-transcribe", "gpt-4o-mini-transcribe")
 TRANSCRIPT_FORMATS = ("json", "text")
@@ -47,36 +42,11 @@ class GlossaryNotFound(InvalidRequest):
 # --- takes ---------------------------------------------------------------------------------------------
 
 
-def request_policy(settings: Settings, take_retries: int | None = None,
-                   check_takes: bool | None = None) -> RetryPolicy | None:
-    """The policy of one request: the server's, with the request's overrides. None: takes are not checked."""
-    policy = policy_from_settings(settings)  # the server's: --take-retries, --no-take-check
-    if check_takes is not None:
-        policy = replace(policy, enabled=bool(check_takes))
-    if not policy.enabled:
-        return None
-    if take_retries is not None:
-        if not 0 <= int(take_retries) <= MAX_TAKE_RETRIES:
-            raise InvalidRequest("bad_take_retries", f"take_retries must be 0-{MAX_TAKE_RETRIES}, not {take_retries}",
-                                 param="take_retries")
-        policy = replace(policy, retries=int(take_retries))
-    return policy
-
-
 def policy_tag(policy: RetryPolicy | None) -> str:
     """What the result cache keys on: results made under another policy are other results."""
     if policy is None:
         return "off"
     return f"retries={policy.retries};verify={policy.verify is not None};recall={policy.min_recall}"
-
-
-def engine_policy(engine: Engine, policy: RetryPolicy | None) -> RetryPolicy | None:
-    """A remote engine's own server checks and retries its takes: here they are only checked (no retry twice)."""
-    from ..serving.remote import RemoteEngine
-
-    if policy is not None and isinstance(engine, RemoteEngine):
-        return RetryPolicy(enabled=False, retries=0)
-    return policy
 
 
 @dataclass(frozen=True)
@@ -96,52 +66,6 @@ def take_records(takes: tuple[SegmentReport, ...]) -> list[dict]:
     return [{"segment": t.segment, "text": t.text, "attempts": t.attempts, "ok": t.check.ok,
              "reasons": list(t.check.reasons), "seconds": round(t.check.seconds, 3), "seed": t.seed,
              "detail": t.check.detail} for t in takes]
-
-
-def synthesize(engine: Engine, request: CheckedRequest, policy: RetryPolicy | None,
-               cancel: threading.Event | None = None,
-               report: list[SegmentReport] | None = None) -> Iterator[AudioChunk]:
-    """The request's chunks: through the bad-take guard when takes are checked (a streamed request is checked,
-    not retried), else straight from the engine."""
-    policy = engine_policy(engine, policy)
-    if policy is None:
-        return engine.synthesize(request, cancel=cancel)
-    return guarded_synthesis(engine, request, policy, cancel=cancel, report=report)
-
-
-def render_whole(engine: Engine, request: CheckedRequest, policy: RetryPolicy | None,
-                 glossary: Glossary | None = None, original: str = "") -> tuple[list[np.ndarray], RunNotes]:
-    """Every chunk's samples (joined by the caller) and the notes: cues from the segments' spans in the joined
-    audio (their text in the words of `original`, the text before the glossary), each segment's take report."""
-    report: list[SegmentReport] = []
-    clock = SegmentClock()
-    pieces = []
-    for chunk in synthesize(engine, request, policy, report=report):
-        clock.feed(chunk)
-        pieces.append(chunk.samples)
-    cues = clock.cues(fallback_text=request.text)
-    return pieces, RunNotes(readable_cues(cues, glossary, engine.info, original), tuple(report))
-
-
-def readable_cues(cues: list[Cue], glossary: Glossary | None, info: EngineInfo | None,
-                  original: str) -> tuple[Cue, ...]:
-    """Cues that show the words the user wrote, not the glossary's respellings or hints the model read: one cue
-    is the original text; several get each reading turned back into its word (where the original text did not
-    hold that reading itself)."""
-    if glossary is None or not glossary.entries or not original.strip() or not cues:
-        return tuple(cues)
-    if len(cues) == 1:
-        return (replace(cues[0], text=" ".join(original.split())),)
-    hints = tuple(info.pronunciation) if info is not None else ()
-    folded = original.casefold()
-    back = sorted(((reading, entry.word) for entry in glossary.entries
-                   if (reading := entry.reading_for(hints)) and reading.casefold() not in folded
-                   and entry.word.casefold() in folded), key=lambda pair: len(pair[0]), reverse=True)
-    if not back:
-        return tuple(cues)
-    pattern = re.compile("|".join(re.escape(reading) for reading, _ in back), re.IGNORECASE)
-    words = {reading.casefold(): word for reading, word in back}
-    return tuple(replace(cue, text=pattern.sub(lambda m: words[m.group(0).casefold()], cue.text)) for cue in cues)
 
 
 class NotesCache:

@@ -3,7 +3,7 @@
 Output is numbered files (`0001.wav`, `0002.wav`, ...) in a folder, or with `--join` one file. A re-run
 resumes: lines whose file already exists (non-empty) are skipped. Files are written under a temporary
 name and renamed, so an interrupted run never leaves a truncated file that would be skipped later.
-Every utterance goes through the bad-take guard (`serving.takes.guarded_synthesis`); with `--srt`/`--vtt`
+Every utterance is one speech job (`serving/jobs.py`, bad takes re-rendered); with `--srt`/`--vtt`
 each numbered file gets its subtitles beside it, and a joined file one subtitle file whose times include the
 pauses (each part's cues are kept beside it until the join). This is the CLI's helper: it writes one progress
 line per utterance to stderr.
@@ -16,19 +16,17 @@ import logging
 import shutil
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
 import numpy as np
 
-from ..audio import join_chunks
 from ..engine import Engine
 from ..files import atomic_path
 from ..errors import InvalidRequest
-from ..serving.takes import RetryPolicy, guarded_synthesis
-from ..serving.subtitles import Cue, SegmentClock, shift
-from ..types import ProgressCallback, SynthesisRequest
+from ..serving.jobs import JobOptions, SpeechJobs, render_on
+from ..serving.subtitles import Cue, shift
+from ..types import ProgressCallback
 from .common import subtitle_targets, write_audio, write_subtitles
 
 log = logging.getLogger(__name__)
@@ -73,18 +71,19 @@ class BatchProgress:
         self.line(index, name, f"{seconds:.1f} s  ~{_duration(left)} left  \"{preview}\"")
 
 
-def synth_text_file(engine: Engine, args, make_request: Callable[[object, str], SynthesisRequest],
-                    policy: RetryPolicy | None = None, progress: ProgressCallback | None = None) -> int:
+def synth_text_file(engine: Engine, args, speech: SpeechJobs, options: JobOptions,
+                    progress: ProgressCallback | None = None) -> int:
     """Synthesise every line of `args.text_file` into `args.out`; returns the process exit code.
 
-    `make_request(args, text)` builds each request (glossary and default voice applied). Numbered files go into
-    the folder `args.out`; with `args.join` `args.out` is the one file. A line the engine refuses (e.g. nothing
-    speakable) is reported and skipped; the exit code is then 1. `progress` receives the bad-take guard's
-    retry reports (one line per utterance replaces the per-stage bar).
+    Each line is one speech job (`speech.prepare`: glossary, default voice, the one check; then `render_on`).
+    Numbered files go into the folder `args.out`; with `args.join` `args.out` is the one file. A line the engine
+    refuses (e.g. nothing speakable) is reported and skipped; the exit code is then 1. `progress` receives the
+    bad-take guard's retry reports (one line per utterance replaces the per-stage bar).
     """
     lines = read_lines(args.text_file)
+    utterance = _Utterances(engine, args, speech, options, progress)
     if args.join:
-        return _joined(engine, args, lines, make_request, policy, progress)
+        return _joined(engine, args, lines, utterance)
     fmt = (args.format or "wav").lower()
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -99,7 +98,7 @@ def synth_text_file(engine: Engine, args, make_request: Callable[[object, str], 
             bar.line(index, path.name, "exists, skipped")
             continue
         try:
-            samples, cues = _synthesize(engine, make_request(args, text), policy, progress, text)
+            samples, cues = utterance(text)
         except InvalidRequest as exc:
             failed.append(index)
             bar.line(index, path.name, f"FAILED: {exc}")
@@ -114,8 +113,7 @@ def synth_text_file(engine: Engine, args, make_request: Callable[[object, str], 
     return 1 if failed else 0
 
 
-def _joined(engine: Engine, args, lines: list[str], make_request, policy: RetryPolicy | None,
-            progress: ProgressCallback | None) -> int:
+def _joined(engine: Engine, args, lines: list[str], utterance: _Utterances) -> int:
     """All lines into one file; per-line parts (audio and cues) wait in a hidden folder beside it until every
     line is done."""
     out = Path(args.out)
@@ -135,7 +133,7 @@ def _joined(engine: Engine, args, lines: list[str], make_request, policy: RetryP
             bar.line(index, part.name, "done in an earlier run, skipped")
             continue
         try:
-            samples, cues = _synthesize(engine, make_request(args, text), policy, progress, text)
+            samples, cues = utterance(text)
         except InvalidRequest as exc:
             failed.append(index)
             bar.line(index, part.name, f"FAILED: {exc}")
@@ -168,14 +166,20 @@ def _joined(engine: Engine, args, lines: list[str], make_request, policy: RetryP
     return 0
 
 
-def _synthesize(engine: Engine, request: SynthesisRequest, policy: RetryPolicy | None,
-                progress: ProgressCallback | None, text: str) -> tuple[np.ndarray, list[Cue]]:
-    """One utterance through the bad-take guard: its samples and its cues (from the segments)."""
-    pieces, clock = [], SegmentClock()
-    for chunk in guarded_synthesis(engine, request, policy, _retries_only(progress)):
-        pieces.append(chunk.samples)
-        clock.feed(chunk)
-    return join_chunks(pieces), clock.cues(fallback_text=text)
+class _Utterances:
+    """One line of the file → (samples, cues): its own speech job on the loaded engine."""
+
+    def __init__(self, engine: Engine, args, speech: SpeechJobs, options: JobOptions,
+                 progress: ProgressCallback | None) -> None:
+        self.engine, self.args, self.speech, self.options = engine, args, speech, options
+        self.progress = _retries_only(progress)
+
+    def __call__(self, text: str) -> tuple[np.ndarray, list[Cue]]:
+        from .synth import build_request
+
+        job = self.speech.prepare(build_request(self.args, text), self.options, self.engine.info)
+        result = render_on(self.engine, job, self.speech.resolver, self.progress)
+        return result.samples, list(result.cues)
 
 
 def _retries_only(progress: ProgressCallback | None) -> ProgressCallback | None:

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from ..serving.glossary import Glossary, GlossaryStore
     from ..serving.takes import RetryPolicy
     from ..serving.subtitles import Cue
+    from ..settings import Settings
     from ..types import EngineInfo
 
 # Stages whose messages say where a long job is ("line 3/12 · Bob", "chapter 2/3 · piece 5/20 · ETA 4 min").
@@ -132,16 +133,40 @@ def load_engine(args, progress) -> Engine:
     return open_engine(args.model_dir, Path("pretrained_models"), options, progress)
 
 
-def retry_policy(args) -> RetryPolicy:
-    """The bad-take policy of `--take-retries N` / `--no-take-check` (checked and retried by default)."""
-    from ..serving.takes import RetryPolicy
+def cli_settings(args) -> Settings:
+    """The settings a CLI run works under: the take flags (`--take-retries N`, `--no-take-check`; the shared
+    default otherwise), the voices and glossary folders."""
+    from ..settings import Settings, default_take_retries
 
-    retries = getattr(args, "take_retries", 2)
-    if retries is None:
-        retries = 2
+    retries = getattr(args, "take_retries", None)
+    retries = default_take_retries() if retries is None else int(retries)
     if retries < 0:
         raise InvalidRequest("retries_out_of_range", f"--take-retries is {retries}; pick 0 (check only) or more")
-    return RetryPolicy(enabled=not getattr(args, "no_take_check", False), retries=int(retries))
+    return Settings(voices_dir=Path(getattr(args, "voices_dir", None) or "voices"),
+                    glossary_dir=Path(getattr(args, "glossary_dir", None) or "glossaries"), take_retries=retries,
+                    check_takes=not getattr(args, "no_take_check", False))
+
+
+def retry_policy(args) -> RetryPolicy:
+    """The bad-take policy of the CLI's flags (the one rule: `serving.jobs.request_policy`); off: never retried."""
+    from ..serving.jobs import request_policy
+    from ..serving.takes import RetryPolicy
+
+    return request_policy(cli_settings(args)) or RetryPolicy(enabled=False, retries=0)
+
+
+def speech_jobs(args, engine: Engine, glossary: Glossary | None = None, loudness: float | None = None):
+    """(the speech jobs, the options) of a CLI run on `engine`: every text goes through `SpeechJobs.prepare`
+    (glossary, default voice, take policy, the one check) and `render_on` like the app's requests."""
+    from ..serving.default_voice import VoiceResolver
+    from ..serving.jobs import JobOptions, SpeechJobs
+    from ..serving.voices import VoiceLibrary
+
+    settings = cli_settings(args)
+    library = VoiceLibrary(settings.voices_dir)
+    speech = SpeechJobs(None, settings, library, VoiceResolver(library), glossary_store(args))
+    options = JobOptions(glossary=glossary, loudness=loudness, mode_given=bool(getattr(args, "mode", None)))
+    return speech, options
 
 
 def glossary_store(args) -> GlossaryStore:

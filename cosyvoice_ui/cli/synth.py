@@ -13,8 +13,8 @@ from pathlib import Path
 
 from ..errors import InvalidRequest
 from ..types import Mode
-from .common import (TerminalProgress, glossary_store, load_engine, load_glossary, retry_policy, subtitle_targets,
-                     write_audio, write_subtitles)
+from .common import (TerminalProgress, cli_settings, glossary_store, load_engine, load_glossary, speech_jobs,
+                     subtitle_targets, write_audio, write_subtitles)
 
 
 def add_synth_parser(sub) -> None:
@@ -110,40 +110,35 @@ def cmd_synth(args) -> int:
     if not args.text_file:  # a bad format is refused before the model loads, not after the synthesis
         check_format(args.format or (args.out.suffix.lstrip(".") or "wav"))
     glossary = load_glossary(args.glossary, glossary_store(args))
-    policy = retry_policy(args)
+    cli_settings(args)  # a bad --take-retries is refused before the model loads
     progress = TerminalProgress()
     engine = load_engine(args, progress)
     if args.voice:
         use_saved_voice(engine, args)
-    make = request_maker(engine, args, glossary)
     if args.text_file:
         from .batch import synth_text_file
 
-        return synth_text_file(engine, args, make, policy, progress)
-    return _synth_one(engine, args, make, policy, progress)
+        speech, options = speech_jobs(args, engine, glossary)  # each file's loudness is set when it is written
+        return synth_text_file(engine, args, speech, options, progress)
+    speech, options = speech_jobs(args, engine, glossary, args.loudness)
+    return _synth_one(engine, args, speech, options, progress)
 
 
-def _synth_one(engine, args, make, policy, progress: TerminalProgress) -> int:
-    from ..audio import join_chunks
-    from ..serving.takes import guarded_synthesis
-    from ..serving.subtitles import SegmentClock
+def _synth_one(engine, args, speech, options, progress: TerminalProgress) -> int:
+    from ..serving.jobs import stream_on
 
-    request = engine.check(make(args, args.text))
-    pieces, clock = [], SegmentClock()
-    for chunk in guarded_synthesis(engine, request, policy, progress):
-        pieces.append(chunk.samples)
-        clock.feed(chunk)
+    job = speech.prepare(build_request(args, args.text), options, engine.info)
+    live = stream_on(engine, job, speech.resolver, progress)
+    for number, chunk in enumerate(live.chunks(), 1):
         if args.stream:
-            print(f"chunk {len(pieces)}: segment {chunk.segment + 1}/{chunk.segments}, "
+            print(f"chunk {number}: segment {chunk.segment + 1}/{chunk.segments}, "
                   f"{len(chunk.samples) / chunk.sample_rate:.2f} s", file=sys.stderr)
-    samples = join_chunks(pieces)
-    rate = engine.info.sample_rate
-    write_audio(args.out, samples, rate, args.format, args.loudness)
-    print(f"wrote {args.out} ({len(samples) / rate:.2f} s at {rate} Hz)")
+    result = live.result()
+    write_audio(args.out, result.samples, result.sample_rate, args.format, None)  # its loudness is applied
+    print(f"wrote {args.out} ({result.seconds:.2f} s at {result.sample_rate} Hz)")
     for fmt, path in subtitle_targets(args, args.out):
-        cues = clock.cues(fallback_text=request.text)
-        write_subtitles(path, cues, fmt)
-        print(f"wrote {path} ({len(cues)} cue{'s' if len(cues) != 1 else ''})")
+        write_subtitles(path, list(result.cues), fmt)
+        print(f"wrote {path} ({len(result.cues)} cue{'s' if len(result.cues) != 1 else ''})")
     return 0
 
 
@@ -156,23 +151,6 @@ def use_saved_voice(engine, args) -> None:
     engine.register_voice(voice.id, library.audio(voice.id), voice.transcript, library.path(voice.id))
     args.speaker = voice.id
     args.voice_transcript = voice.transcript
-
-
-def request_maker(engine, args, glossary=None):
-    """`make(args, text)` → the request to run: flags, the glossary applied to the text, then the default voice
-    where none is named (registered with the engine first when it is a saved or the built-in voice)."""
-    from ..serving.default_voice import VoiceResolver
-    from ..serving.glossary import with_glossary
-    from ..serving.voices import VoiceLibrary
-
-    resolver = VoiceResolver(VoiceLibrary(args.voices_dir))
-
-    def make(args, text: str):
-        request, ref = resolver.apply(build_request(args, text), engine.info, mode_given=bool(args.mode))
-        resolver.ensure(engine, ref)
-        return with_glossary(request, glossary, engine.info)
-
-    return make
 
 
 def build_request(args, text: str):

@@ -136,6 +136,8 @@ class RemoteEngine(Engine):
     returns raw engine output, post-processing happens here as for a local engine).
     """
 
+    retries_takes = True  # the remote server checks and re-renders its own takes: here they are only checked
+
     def __init__(self, url: str, api_key: str | None = None, max_text_chars: int = 5000,
                  progress: ProgressCallback | None = None) -> None:
         self.url = url.rstrip("/")

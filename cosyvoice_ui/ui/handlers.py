@@ -7,13 +7,13 @@ translate errors into the user's language, and keep per-browser history entries.
 from __future__ import annotations
 
 import logging
-import re
 import secrets
 import threading
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -22,13 +22,13 @@ from .. import audio as audio_utils
 from ..errors import Cancelled, CosyVoiceError, InvalidRequest
 from ..files import sweep_stale_temp, write_atomic
 from ..serving.default_voice import VoiceResolver
-from ..serving.glossary import Glossary, GlossaryStore, apply_glossary, resolve_glossary, with_glossary
+from ..serving.glossary import Glossary, GlossaryStore, apply_glossary
+from ..serving.jobs import JobOptions, SpeechJob, SpeechJobs, request_policy
 from ..serving.manager import ModelManager
-from ..serving.takes import RetryPolicy, SegmentReport, guarded_synthesis
+from ..serving.takes import RetryPolicy, SegmentReport
 from ..settings import Settings
-from ..serving.subtitles import SUBTITLE_FORMATS, Cue, SegmentClock, render
+from ..serving.subtitles import SUBTITLE_FORMATS, Cue, render
 from ..types import EngineInfo, Mode, ProgressEvent, SynthesisRequest
-from ..validation import check_request, mode_hint
 from . import strings
 from .events import event_text
 from .markup import plain_html
@@ -36,6 +36,7 @@ from .markup import plain_html
 log = logging.getLogger(__name__)
 
 HISTORY_LIMIT = 20
+CHECKED_KEPT = 64  # validated jobs waiting for their run (one per click in flight)
 
 
 @dataclass(frozen=True)
@@ -60,19 +61,27 @@ def _session(request) -> str:
 
 
 class Handlers:
-    """State shared by every UI event of one app: the manager, settings, stop flags, output folder."""
+    """State shared by every UI event of one app: the manager, settings, stop flags, output folder, and the
+    speech jobs (`serving/jobs.py`) every tab runs through."""
 
-    def __init__(self, manager: ModelManager, settings: Settings, output_dir: Path, voices=None) -> None:
+    def __init__(self, manager: ModelManager, settings: Settings, output_dir: Path, voices=None,
+                 speech: SpeechJobs | None = None) -> None:
         self.manager = manager
         self.settings = settings
         self.output_dir = output_dir
         self.output_dir.mkdir(parents=True, exist_ok=True)
         sweep_stale_temp(self.output_dir)  # what a killed process left half-written
         self.voices = voices  # optional saved-voice library (REST API issue); None = feature off
-        self.resolver = VoiceResolver(voices, settings.default_voice,
-                                      cache_root=None if voices is not None else settings.voices_dir)
-        self.glossaries = GlossaryStore(settings.glossary_dir, settings.max_glossaries)
+        if speech is None:
+            resolver = VoiceResolver(voices, settings.default_voice,
+                                     cache_root=None if voices is not None else settings.voices_dir)
+            speech = SpeechJobs(manager, settings, voices, resolver,
+                                GlossaryStore(settings.glossary_dir, settings.max_glossaries))
+        self.speech = speech
+        self.resolver = speech.resolver
+        self.glossaries = speech.glossaries
         self._stops: dict[str, threading.Event] = {}
+        self._checked: OrderedDict[str, SpeechJob] = OrderedDict()  # the validator's jobs, for the run after it
         self._lock = threading.Lock()
 
     # --- transcription --------------------------------------------------------------------------------
@@ -89,40 +98,42 @@ class Handlers:
 
         return backend_for(self.settings.asr_model)
 
-    # --- validation -------------------------------------------------------------------------------
+    # --- the job --------------------------------------------------------------------------------------
 
-    def with_default_voice(self, request: SynthesisRequest):
-        """(request, voice to register): the default voice fills in where a tab names none; the preset
-        tab of a model without presets then speaks with the built-in voice."""
-        return self.resolver.apply(request, self.manager.info(), mode_given=request.mode is not Mode.SFT)
+    @staticmethod
+    def job_options(options: OutputOptions | None, mode: Mode | None = None) -> JobOptions:
+        """A tab's output options as the job's: the glossary, the browser's take switch (off only), loudness."""
+        options = options or OutputOptions()
+        return JobOptions(glossary=options.glossary or None, check_takes=None if options.check_takes else False,
+                          loudness=audio_utils.DEFAULT_LUFS if options.normalize else None,
+                          mode_given=mode is not Mode.SFT)
 
-    def check(self, request: SynthesisRequest, options: OutputOptions | None = None) -> None:
-        """Raise InvalidRequest for a bad request; needs no loaded model (runs before any work). With
-        `options`, the chosen glossary is applied first (the text is checked as the model will get it)."""
-        self._check(self.prepare(request, options))
+    def prepare(self, request: SynthesisRequest, options: OutputOptions | None = None) -> SpeechJob:
+        """The checked job of a tab's request (`SpeechJobs.prepare`: glossary, default voice, blocked words,
+        take policy, the one check); InvalidRequest before any work, with no model loaded."""
+        audio_utils.check_format((options or OutputOptions()).fmt)  # before the work, not when it is written
+        return self.speech.prepare(request, self.job_options(options, request.mode))
 
-    def _check(self, request: SynthesisRequest) -> None:
-        given = request
-        request, _ = self.with_default_voice(request)
-        saved = (tuple(self.voices.ids()) if self.voices is not None else ()) + self.resolver.usable_ids()
-        check_request(request, self.manager.info(), self.settings.max_text_chars, saved_voices=saved,
-                      needs=_needs(request.mode))
-        if given.mode is Mode.ZERO_SHOT and given.prompt_audio is not None:  # a recording with its transcript
-            from ..serving.transcription import check_transcript_fits
+    def check(self, request: SynthesisRequest, options: OutputOptions | None = None, key: str | None = None) -> None:
+        """The validator's step: prepare the job (raises InvalidRequest); with `key` (the click's inputs), the job
+        is kept for the run that follows, so one click checks its request once."""
+        job = self.prepare(request, options)
+        if key is not None:
+            with self._lock:
+                self._checked[key] = job
+                while len(self._checked) > CHECKED_KEPT:
+                    self._checked.popitem(last=False)
 
-            check_transcript_fits(given.prompt_text, given.prompt_audio.duration)
-
-    # --- glossary and take checks -----------------------------------------------------------------------
+    def checked(self, key: str | None) -> SpeechJob | None:
+        """The job the validator prepared for these inputs (taken: a second run prepares again)."""
+        if key is None:
+            return None
+        with self._lock:
+            return self._checked.pop(key, None)
 
     def glossary(self, glossary_id: str | None) -> Glossary | None:
         """The saved glossary `glossary_id` ("" or None: none); InvalidRequest when it no longer exists."""
-        return resolve_glossary(self.glossaries, (glossary_id or "").strip() or None)
-
-    def prepare(self, request: SynthesisRequest, options: OutputOptions | None) -> SynthesisRequest:
-        """`request` with the options' glossary applied to its text (what the check and the engine see)."""
-        if options is None or not options.glossary:
-            return request
-        return with_glossary(request, self.glossary(options.glossary), self.manager.info())
+        return self.speech.glossary((glossary_id or "").strip() or None)
 
     def text_filter(self, glossary_id: str | None, info: EngineInfo | None = None):
         """`text -> text` applying the saved glossary `glossary_id` for the model `info` (default: the current
@@ -135,15 +146,10 @@ class Handlers:
 
     def policy(self, options: OutputOptions | None = None) -> RetryPolicy:
         """The bad-take policy of the settings (`--take-retries`, `--no-take-check`), off when this browser
-        switched checks off."""
-        from ..serving import takes
-
-        make = getattr(takes, "policy_from_settings", None)
-        policy = make(self.settings) if make is not None else \
-            RetryPolicy(enabled=self.settings.check_takes, retries=self.settings.take_retries)
-        if options is not None and not options.check_takes:
-            policy = replace(policy, enabled=False)
-        return policy
+        switched checks off (the studio tabs' renders)."""
+        switch = None if options is None or options.check_takes else False
+        policy = request_policy(self.settings, check_takes=switch)
+        return policy if policy is not None else RetryPolicy(enabled=False, retries=0)
 
     @staticmethod
     def lang(request) -> str:
@@ -178,86 +184,57 @@ class Handlers:
             yield audio, path, info, past
 
     def generate(self, request: SynthesisRequest, options: OutputOptions, history: list | None, http_request=None,
-                 progress=None, meta: dict | None = None, lang: str | None = None) -> Iterator[tuple]:
+                 progress=None, meta: dict | None = None, lang: str | None = None,
+                 job: SpeechJob | None = None) -> Iterator[tuple]:
         """Yield (audio_update, file_path, subtitle_paths, info_markdown, take_markdown, history) tuples; audio
-        streams when asked. The glossary is applied before the check, synthesis runs through the bad-take
-        guard, and the result's subtitles (SRT, VTT) are timed from its chunks.
+        streams when asked. `job`: the validator's checked job for this request (else it is prepared here).
 
         The first five outputs are for the tab; `history` is this browser's list of past results.
         """
         import gradio as gr
 
         lang = lang or _lang(http_request)
-        original = request.text
         try:
-            request = self.prepare(request, options)
-            self._check(request)
-            audio_utils.check_format(options.fmt)  # before the work, not when the result is written
-            request, ref = self.with_default_voice(request)
+            job = job or self.prepare(request, options)
         except InvalidRequest as exc:
             raise gr.Error(plain_html(strings.message(exc, lang))) from None
         cancel = self.cancel_flag(http_request)
         first_reasons: dict[int, list[str]] = {}  # segment → why its first take was refused
         report = progress_adapter(progress, lang, first_reasons)
-        policy = self.policy(options)
-        takes: list[SegmentReport] = []
-        clock = SegmentClock()
         started = time.perf_counter()
-        pieces: list[np.ndarray] = []
         gain: float | None = None
-        rate = 0
         skip = gr.skip()
         try:
-            with self.manager.job(progress=report, cancel=cancel) as engine:  # it reports the queue position too
-                self.resolver.ensure(engine, ref)
-                rate = engine.info.sample_rate
-                for chunk in guarded_synthesis(engine, request, policy, report, cancel, report=takes):
-                    pieces.append(chunk.samples)
-                    clock.feed(chunk)
-                    if request.stream:
-                        if options.normalize and gain is None:
-                            gain = audio_utils.stream_gain(chunk.samples, rate)
-                        out = chunk.samples * gain if gain else chunk.samples
-                        yield (rate, np.clip(out, -1, 1)), skip, skip, skip, skip, skip
+            live = self.speech.start(job, progress=report, cancel=cancel)
+            rate = live.sample_rate
+            for chunk in live.chunks():
+                if job.request.stream:
+                    if job.loudness is not None and gain is None:
+                        gain = audio_utils.stream_gain(chunk.samples, rate)
+                    out = chunk.samples * gain if gain else chunk.samples
+                    yield (rate, np.clip(out, -1, 1)), skip, skip, skip, skip, skip
+            result = live.result()
         except CosyVoiceError as exc:
             raise gr.Error(plain_html(failure_text(exc, lang))) from None
-        wave = audio_utils.join_chunks(pieces)
-        if options.normalize:
-            wave = audio_utils.normalize_loudness(wave, rate)
+        wave = result.samples
         path = self._save(wave, rate, options.fmt)
-        cues = self._cues(clock, request, options, original)
-        subtitles = [str(p) for p in write_subtitles(path, cues)] or None
-        seconds = len(wave) / rate if rate else 0.0
+        subtitles = [str(p) for p in write_subtitles(path, list(result.cues))] or None
         elapsed = time.perf_counter() - started
-        info = (strings.label("result_info", lang).format(seconds=seconds, seed=request.seed, elapsed=elapsed)
-                + (strings.label("result_rtf", lang).format(rtf=elapsed / seconds) if seconds else ""))
+        info = (strings.label("result_info", lang).format(seconds=result.seconds, seed=result.seed, elapsed=elapsed)
+                + (strings.label("result_rtf", lang).format(rtf=elapsed / result.seconds) if result.seconds else ""))
         entry = {"id": uuid.uuid4().hex[:8], "time": time.strftime("%H:%M:%S"), "mode": request.mode.value,
-                 "text": original[:200], "voice": (meta or {}).get("voice", request.speaker or ""),
-                 "seed": request.seed, "speed": request.speed, "file": str(path), "subtitles": subtitles or [],
+                 "text": job.original_text[:200], "voice": (meta or {}).get("voice", request.speaker or ""),
+                 "seed": result.seed, "speed": request.speed, "file": str(path), "subtitles": subtitles or [],
                  "request": (meta or {})}
         new_history = ([entry] + list(history or []))[:HISTORY_LIMIT]
-        audio_out = skip if request.stream else (rate, wave)
-        yield (audio_out, str(path), subtitles, info, take_summary(takes, policy.enabled, lang, first_reasons),
-               new_history)
-
-    def _cues(self, clock: SegmentClock, request: SynthesisRequest, options: OutputOptions,
-              original: str) -> list[Cue]:
-        """The result's cues, their text as the user wrote it (a glossary's readings turned back into words)."""
-        cues = clock.cues(fallback_text=request.text if request.mode is not Mode.VC else "")
-        glossary = self.glossary(options.glossary) if options.glossary else None
-        if glossary is None:
-            return cues
-        info = self.manager.info()
-        return [replace(cue, text=unglossed(cue.text, glossary, info, original)) for cue in cues]
+        audio_out = skip if job.request.stream else (rate, wave)
+        yield (audio_out, str(path), subtitles, info,
+               take_summary(list(result.takes), job.policy is not None, lang, first_reasons), new_history)
 
     def _save(self, wave: np.ndarray, rate: int, fmt: str) -> Path:
         path = self.output_dir / f"{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}.{fmt}"
         write_atomic(path, audio_utils.encode(wave, rate, fmt))  # a kill never leaves half a result file
         return path
-
-
-def _needs(mode: Mode) -> str:
-    return mode_hint(mode)
 
 
 def write_subtitles(audio_path: Path, cues: list[Cue]) -> list[Path]:
@@ -270,32 +247,6 @@ def write_subtitles(audio_path: Path, cues: list[Cue]) -> list[Path]:
         write_atomic(target, render(cues, fmt).encode("utf-8"))
         written.append(target)
     return written
-
-
-def unglossed(text: str, glossary: Glossary, info: EngineInfo | None, original: str = "") -> str:
-    """`text` with the readings a glossary put in turned back into its words (subtitles show the words). A
-    respelling that the user's own `original` text also holds is left as it is (it may be theirs)."""
-    hints = tuple(info.pronunciation) if info is not None else ()
-    pairs = {}
-    for entry in glossary.entries:
-        reading = entry.reading_for(hints)
-        if reading and reading != entry.word:
-            pattern = _whole(reading)
-            is_hint = entry.kind != "respell" and entry.kind in hints
-            if not is_hint and pattern.search(original):
-                continue
-            pairs[reading] = (pattern, entry.word)
-    for reading in sorted(pairs, key=len, reverse=True):
-        pattern, word = pairs[reading]
-        text = pattern.sub(lambda _match, word=word: word, text)
-    return text
-
-
-def _whole(reading: str) -> re.Pattern[str]:
-    """`reading` as a pattern that matches it only as a whole word where it starts or ends with a letter."""
-    before = r"(?<!\w)" if reading[:1].isalnum() else ""
-    after = r"(?!\w)" if reading[-1:].isalnum() else ""
-    return re.compile(before + re.escape(reading) + after)
 
 
 def take_summary(takes: list[SegmentReport], enabled: bool, lang: str,

@@ -42,7 +42,12 @@ def build_ui(manager: ModelManager, settings: Settings, output_dir: Path | None 
     import gradio as gr
 
     t = strings.i18n()
-    handlers = Handlers(manager, settings, output_dir or Path("outputs"), voices=voices)
+    if service is None:
+        from ..api.service import ApiService
+
+        service = ApiService(manager, settings, library=voices)
+    # the tabs run the same speech jobs as the REST API and the Gradio API (one queue, one rule set)
+    handlers = Handlers(manager, settings, output_dir or Path("outputs"), voices=voices, speech=service.speech)
     with gr.Blocks(title="CosyVoice Studio", fill_width=True) as demo:
         notices = build_notices(manager, settings, t, share)
         panel = build_model_panel(manager, settings, t, page=demo)
@@ -80,10 +85,6 @@ def build_ui(manager: ModelManager, settings: Settings, output_dir: Path | None 
         demo.load(None, js="() => navigator.language || 'en'", outputs=page.options.lang, api_visibility="private")
 
         # The public API ("Use via API", gradio_client) and the MCP tools: API-only endpoints.
-        if service is None:
-            from ..api.service import ApiService
-
-            service = ApiService(manager, settings, library=voices)
         add_endpoints(service, handlers.output_dir)
 
     demo.queue(max_size=settings.queue_size, default_concurrency_limit=settings.concurrency)

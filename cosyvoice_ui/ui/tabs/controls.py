@@ -6,6 +6,7 @@ component, so a tab names its widgets once, by field, and no signature has to be
 """
 
 # No `from __future__ import annotations`: Gradio finds `request: gr.Request` by its evaluated annotation.
+import hashlib
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -59,6 +60,13 @@ def build_controls(page: Page) -> Controls:
     return Controls(speed, seed, stream, generate, stop, audio, file, info, subtitles, takes)
 
 
+def click_key(data: dict) -> str:
+    """What identifies one click's inputs: the validator's checked job is kept under it for the run that
+    follows (the same inputs give the same request, seed included)."""
+    values = sorted((getattr(component, "_id", id(component)), repr(value)) for component, value in data.items())
+    return hashlib.sha256(repr(values).encode()).hexdigest()
+
+
 def wire_generate(page: Page, controls: Controls, fields: dict, make_meta: Callable[..., dict],
                   trigger=None) -> None:
     """Generate runs `make_meta(*field values)` (fields: `requests.field_of` name → component, in
@@ -81,12 +89,13 @@ def wire_generate(page: Page, controls: Controls, fields: dict, make_meta: Calla
             meta, req = request_of(data)
         except InvalidRequest as exc:  # an unreadable upload, when no validator ran first (a trigger)
             raise gr.Error(plain_html(strings.message(exc, lang))) from None
-        yield from handlers.generate(req, options.output(data), options.past(data), request, progress, meta, lang)
+        yield from handlers.generate(req, options.output(data), options.past(data), request, progress, meta, lang,
+                                     job=handlers.checked(click_key(data)))
 
     def validate(data: dict):
         verdicts = {component: gr.validate(True, "") for component in inputs}
         try:
-            handlers.check(request_of(data)[1], options.output(data))
+            handlers.check(request_of(data)[1], options.output(data), key=click_key(data))
         except InvalidRequest as exc:
             target = at_field.get(field_of(exc), first)
             verdicts[target] = gr.validate(False, strings.message(exc, options.language(data)))
