@@ -144,7 +144,8 @@ def cli_settings(args) -> Settings:
         raise InvalidRequest("retries_out_of_range", f"--take-retries is {retries}; pick 0 (check only) or more")
     return Settings(voices_dir=Path(getattr(args, "voices_dir", None) or "voices"),
                     glossary_dir=Path(getattr(args, "glossary_dir", None) or "glossaries"), take_retries=retries,
-                    check_takes=not getattr(args, "no_take_check", False))
+                    check_takes=not getattr(args, "no_take_check", False),
+                    blocked_words_file=getattr(args, "blocked_words", None))
 
 
 def retry_policy(args) -> RetryPolicy:

@@ -54,6 +54,8 @@ def add_synth_parser(sub) -> None:
     p.add_argument("--voice", help="saved voice id (see `voices list`), instead of --prompt-wav; with --book also a "
                    "preset speaker or `default`")
     p.add_argument("--voices-dir", type=Path, default=Path("voices"))
+    p.add_argument("--blocked-words", type=Path, default=None, metavar="FILE",
+                   help="refuse texts holding a word of this file (one per line), as the app's --blocked-words does")
     p.add_argument("--engine-url", help="synthesise on a running instance (http://host:7860) instead of locally")
     p.add_argument("--api-key", default=None, help="API key of --engine-url (or COSYVOICE_API_KEYS)")
     p.add_argument("--instruct", default="", help="style description (instruct)")
