@@ -27,6 +27,7 @@ CHROMIUM = "/usr/bin/chromium"
 FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
          "--disable-sync", "--no-first-run", "--disable-quic"]
 REPO = Path(__file__).resolve().parents[2]
+BLOCKED_WORD = "verboten"  # the app under test refuses it (--blocked-words), on every tab as on the API
 TABS = [("clone", "3-second clone"), ("cross", "Cross-lingual / instruct"), ("sft", "Preset speakers"),
         ("vc", "Voice conversion"), ("history", "History")]
 
@@ -69,7 +70,9 @@ def _serve(work: Path, *args: str):
 @pytest.fixture(scope="module")
 def app_url(tiny_sft: Path, tmp_path_factory):
     work = tmp_path_factory.mktemp("app")
-    yield from _serve(work, "--model-dir", str(tiny_sft), "--models-dir", str(work / "models"))
+    (work / "blocked.txt").write_text(f"{BLOCKED_WORD}\n", encoding="utf-8")
+    yield from _serve(work, "--model-dir", str(tiny_sft), "--models-dir", str(work / "models"),
+                      "--blocked-words", str(work / "blocked.txt"))
 
 
 @pytest.fixture(scope="module")
@@ -173,6 +176,20 @@ def test_english_validation_error_names_the_problem(app_url: str, browser) -> No
     context.close()
 
 
+def test_a_blocked_word_is_refused_on_a_tab(app_url: str, browser) -> None:
+    """The content policy holds in the UI as on the API (one speech job for every surface)."""
+    context = browser.new_context(locale="en-US")
+    page = context.new_page()
+    open_app(page, app_url)
+    page.get_by_role("tab", name="Preset speakers").click()
+    panel = page.get_by_role("tabpanel").filter(has=page.get_by_role("button", name="Generate")).last
+    panel.get_by_label("Text to speak").first.fill(f"Please say {BLOCKED_WORD.upper()} now.")
+    panel.get_by_role("button", name="Generate").first.click()
+    page.get_by_text("does not allow", exact=False).first.wait_for(timeout=30_000)
+    assert page.locator("audio[src]").count() == 0  # nothing was spoken
+    context.close()
+
+
 def test_api_docs_page_renders_without_internet(app_url: str, browser) -> None:
     """Swagger UI at /docs draws the routes from files the app serves itself; requests to any other
     host are blocked, as on an offline machine."""
@@ -222,7 +239,7 @@ CJK = re.compile(r"[\u3400-\u9fff\uff00-\uffef]")
 def test_phone_first_screen_is_short_and_localised(offline_url: str, browser, locale: str, tmp_path: Path) -> None:
     """A shared link opened on a phone: title, a one-line notice (details folded), the download button
     under it and the clone tab's first control all fit the first screen, in the browser's language."""
-    from cosyvoice_ui.ui.strings import LABELS_EN, LABELS_ZH
+    from cosyvoice_ui.ui.strings import LABELS_EN, LABELS_ZH, label
 
     zh = locale.startswith("zh")
     labels = LABELS_ZH if zh else LABELS_EN
@@ -260,7 +277,7 @@ def test_phone_first_screen_is_short_and_localised(offline_url: str, browser, lo
         assert not CJK.search(notice.text_content()), f"the English notice has Chinese in it: {notice.text_content()!r}"
 
     # The download button sits under the text, across the whole width, not squeezed beside it.
-    button = page.get_by_role("button", name=labels["get_cosyvoice"])
+    button = page.get_by_role("button", name=label("get_cosyvoice", tag))  # names the recommended model
     button_box = box(button)
     assert button_box["y"] >= text_box["y"] + text_box["height"] - 1
     assert button_box["width"] >= 0.9 * text_box["width"]
