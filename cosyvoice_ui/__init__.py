@@ -8,6 +8,7 @@ Public surface (importing this package loads no model and no torch):
         ...
 """
 
+from .cosyvoice import families as _families  # noqa: F401  # light data: fills `known_models` with the checkpoints
 from .engine import Engine
 from .errors import Cancelled, CheckpointError, ConfigError, CosyVoiceError, InvalidRequest
 from .types import Audio, AudioChunk, EngineInfo, Mode, ProgressEvent, SynthesisRequest

@@ -15,9 +15,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from .errors import Cancelled, InvalidRequest
-from .types import (Audio, AudioChunk, CheckedRequest, EngineInfo, ProgressCallback, ProgressEvent,
+from .types import (Audio, AudioChunk, CheckedRequest, EngineInfo, Mode, ProgressCallback, ProgressEvent,
                     SynthesisRequest)
-from .validation import DEFAULT_MAX_TEXT_CHARS, check_request
+from .validation import DEFAULT_MAX_TEXT_CHARS, check_request, mode_hint
 
 log = logging.getLogger(__name__)
 
@@ -94,8 +94,8 @@ class Engine(ABC):
         `info.saved_voices`. Backends that cannot use saved voices keep this default, which raises
         `InvalidRequest("voices_unsupported")`.
         """
-        raise InvalidRequest("voices_unsupported", f"{self.info.name} cannot use saved voices; load a CosyVoice "
-                             "model (e.g. CosyVoice-300M) to use them", model=self.info.name)
+        raise InvalidRequest("voices_unsupported", f"{self.info.name} cannot use saved voices; load a model that "
+                             f"clones voices ({mode_hint(Mode.ZERO_SHOT)}) to use them", model=self.info.name)
 
     def unregister_voice(self, voice_id: str) -> None:
         """Forget a saved voice; unknown ids (and backends without saved voices) are ignored."""

@@ -1,7 +1,8 @@
 """Request checks every backend shares (text, speed, mode, speaker, prompt audio).
 
 They need only an `EngineInfo`, not a loaded model, so the UI can stop a bad request before the
-model is even loaded. Backends add their own checks on top (`Engine._check_model`).
+model is even loaded. Backends add their own checks on top (`Engine._check_model`). Which model can do a
+mode comes from the table of known models (`known_models.py`, filled by the backends).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import re
 from dataclasses import fields
 
 from . import audio as audio_utils
+from . import known_models
 from .errors import InvalidRequest
 from .types import CheckedRequest, EngineInfo, Mode, SynthesisRequest
 
@@ -20,19 +22,10 @@ END_OF_PROMPT = "<|endofprompt|>"
 VOICE_MATCH_LEVELS = ("quick", "refine")
 DEFAULT_INSTRUCT_EXAMPLE = "A female speaker with a calm, slow voice."
 
-# The one table of which official model serves a mode (named in "this model can't do that" messages).
-MODE_HINTS = {
-    Mode.SFT: "CosyVoice-300M-SFT (preset speakers)",
-    Mode.INSTRUCT: "CosyVoice-300M-Instruct, CosyVoice2-0.5B or Fun-CosyVoice3-0.5B",
-    Mode.ZERO_SHOT: "CosyVoice-300M (or -SFT), CosyVoice2-0.5B or Fun-CosyVoice3-0.5B",
-    Mode.CROSS_LINGUAL: "CosyVoice-300M (or -SFT), CosyVoice2-0.5B or Fun-CosyVoice3-0.5B",
-    Mode.VC: "CosyVoice-300M, CosyVoice2-0.5B or Fun-CosyVoice3-0.5B",
-}
 
-
-def mode_hint(mode: Mode) -> str:
-    """The model to load for `mode`."""
-    return MODE_HINTS.get(mode, "a CosyVoice model")
+def mode_hint(mode: Mode, lang: str = "en") -> str:
+    """The models to load for `mode` (named in "this model can't do that" messages), from the known models."""
+    return known_models.mode_hint(mode, lang)
 
 
 # Lone UTF-16 surrogates (a bad client's "\\ud800" escape, a broken copy) are not characters: no encoder can
@@ -85,10 +78,12 @@ def check_mode(mode: Mode, info: EngineInfo, needs: str | None = None) -> None:
                              needs=needs, supported=can)
 
 
-def check_speaker(speaker: str | None, info: EngineInfo, needs: str) -> None:
+def check_speaker(speaker: str | None, info: EngineInfo, needs: str, mode: Mode = Mode.SFT) -> None:
+    """Refuse an unknown preset speaker, or any on a model without presets (naming the models to load for
+    `mode`: `needs`)."""
     if not info.speakers:
         raise InvalidRequest("no_speakers", f"{info.name} has no preset speakers; load {needs}",
-                             model=info.name, needs=needs)
+                             model=info.name, needs=needs, mode=mode.value)
     if speaker not in info.speakers:
         options = ", ".join(info.speakers)
         raise InvalidRequest("speaker_unknown", f"unknown speaker {speaker!r}; choose one of: {options}",
@@ -132,7 +127,7 @@ def check_request(request: SynthesisRequest, info: EngineInfo | None, max_text_c
     instruct_voice = info is not None and info.instruct_voice
     if (mode is Mode.SFT or (mode is Mode.INSTRUCT and not instruct_voice)) and info is not None:
         # Preset speakers only: a backend whose saved voices work as presets lists them in info.speakers.
-        check_speaker(request.speaker, info, needs)
+        check_speaker(request.speaker, info, needs, mode)
     if mode is Mode.INSTRUCT and not request.instruct_text.replace(END_OF_PROMPT, "").strip():
         raise InvalidRequest("instruct_missing", f"describe the speaking style in the instruct text, e.g. "
                              f"\"{instruct_example}\"")

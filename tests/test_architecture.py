@@ -48,8 +48,10 @@ ALLOWED: dict[str, tuple[tuple[str, ...], set[str]]] = {
 # Where serving/ may reach into a backend (and nothing else of serving/ may): the dispatch by model id, and
 # the transcription service into the ASR backend.
 SERVING_TO_BACKENDS = {"serving/backends.py": ("cosyvoice", "offline"), "serving/transcription.py": ("asr",)}
-# The package's entry points: `load_engine` in __init__ loads a CosyVoice folder; `python -m` runs the CLI.
-ENTRY_POINTS = {ROOT: (f"{ROOT}.cosyvoice.loader", f"{ROOT}.cosyvoice.engine"), f"{ROOT}.__main__": (f"{ROOT}.cli",)}
+# The package's entry points: `load_engine` in __init__ loads a CosyVoice folder, and __init__ imports the families'
+# light data so the root's table of known models is full (`known_models.py`); `python -m` runs the CLI.
+ENTRY_POINTS = {ROOT: (f"{ROOT}.cosyvoice.loader", f"{ROOT}.cosyvoice.engine", f"{ROOT}.cosyvoice.families"),
+                f"{ROOT}.__main__": (f"{ROOT}.cli",)}
 
 
 def _module_name(path: Path) -> str:

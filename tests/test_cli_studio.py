@@ -432,7 +432,7 @@ def test_glossary_command_imports_lists_previews_exports_and_removes(fake, tmp_p
 
     assert main(["glossary", "preview", "place-names", "--text", "Nguyen saw a GIF in Xi'an.", *store]) == 0
     out = capsys.readouterr().out
-    assert "with pronunciation hints (Fun-CosyVoice3): Win saw a [JH][IH1][F] in [x][ī][ān]." in out
+    assert "with pronunciation hints (Fun-CosyVoice3-0.5B): Win saw a [JH][IH1][F] in [x][ī][ān]." in out
     assert "respelled (other models): Win saw a GIF in Shee-ahn." in out
     assert "skipped 'GIF'" in out  # no respelling for the models without hints
     assert main(["glossary", "preview", str(source), "--text", "Nguyen is here.", "--model-dir", "any", *store]) == 0

@@ -10,10 +10,10 @@ import pytest
 
 from cosyvoice_ui.cosyvoice.families import (FAMILIES, SUPPORTED, V1, V2, V3, detect, folder_family, folder_info,
                                               is_model_folder, modes_for)
-from cosyvoice_ui.cosyvoice.hub import CATALOGUE, find_models
+from cosyvoice_ui.cosyvoice.hub import catalogue, find_models
 from cosyvoice_ui.errors import CheckpointError, ConfigError
 from cosyvoice_ui.types import Mode
-from cosyvoice_ui.validation import MODE_HINTS
+from cosyvoice_ui.validation import mode_hint
 
 
 def test_detects_v1_tiny_model(tiny_sft: Path) -> None:
@@ -70,13 +70,14 @@ def test_v2_and_mixed_folders_are_explained(tmp_path: Path) -> None:
 
 def test_mode_hints_name_checkpoints_of_families_this_engine_runs() -> None:
     runnable = {c.name for f in SUPPORTED for c in f.checkpoints}
-    for mode, hint in MODE_HINTS.items():
+    for mode in Mode:
+        hint = mode_hint(mode)
         assert any(name in hint for name in runnable), f"{mode}: {hint!r} names no runnable checkpoint"
-    assert "Instruct" in MODE_HINTS[Mode.INSTRUCT] and "SFT" in MODE_HINTS[Mode.SFT]
+    assert "Instruct" in mode_hint(Mode.INSTRUCT) and "SFT" in mode_hint(Mode.SFT)
 
 
 def test_family_facts() -> None:
-    assert [f.name for f in FAMILIES] == ["v1", "v2", "v3"] and SUPPORTED == (V1, V2, V3)
+    assert [f.name for f in FAMILIES] == ["v1", "v2", "v3"] and SUPPORTED == [V1, V2, V3]
     assert V1.mel_rate == 22050 / 256 and V2.mel_rate == V3.mel_rate == 50.0
     assert V1.token_rate == 50 and V2.token_rate == V3.token_rate == 25
     for family in FAMILIES:
@@ -111,9 +112,10 @@ def test_folder_info_reads_the_family(tiny_instruct: Path, tiny_sft: Path) -> No
 
 
 def test_catalogue_lists_every_family_checkpoint() -> None:
-    assert [e.name for e in CATALOGUE] == [c.name for f in FAMILIES for c in f.checkpoints]
-    assert {e.name for e in CATALOGUE if e.supported} == {c.name for f in SUPPORTED for c in f.checkpoints}
-    assert CATALOGUE[0].name == "CosyVoice-300M" and CATALOGUE[0].family is V1
+    entries = catalogue()
+    assert [e.name for e in entries] == [c.name for f in FAMILIES for c in f.checkpoints]
+    assert {e.name for e in entries if e.supported} == {c.name for f in SUPPORTED for c in f.checkpoints}
+    assert entries[0].name == "CosyVoice-300M" and entries[0].family is V1
 
 
 def test_registry_covers_exactly_the_supported_families() -> None:

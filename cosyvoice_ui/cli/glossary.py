@@ -106,15 +106,17 @@ def _preview(args, store) -> int:
 
 
 def _reader_kinds():
-    """Two readers that differ in what they read: one that reads pinyin and CMU hints (Fun-CosyVoice3) and
-    one that reads text only (every other model, which gets the respellings)."""
+    """Two readers that differ in what they read: one that reads pinyin and CMU hints (the models that do, from
+    the table of known models) and one that reads text only (every other model, which gets the respellings)."""
+    from ..known_models import models_reading, name_list
     from ..types import EngineInfo, Mode
 
+    readers = name_list(dict.fromkeys(models_reading("pinyin") + models_reading("cmu"))) or "models that read them"
     # Only `pronunciation` matters to the glossary; the rest of each description is filler.
-    hints = EngineInfo(name="Fun-CosyVoice3", family="", sample_rate=0, modes=(Mode.ZERO_SHOT,),
+    hints = EngineInfo(name=readers, family="", sample_rate=0, modes=(Mode.ZERO_SHOT,),
                        pronunciation=("pinyin", "cmu"))
     plain = EngineInfo(name="other models", family="", sample_rate=0, modes=(Mode.ZERO_SHOT,))
-    return [("with pronunciation hints (Fun-CosyVoice3)", hints), ("respelled (other models)", plain)]
+    return [(f"with pronunciation hints ({readers})", hints), ("respelled (other models)", plain)]
 
 
 def _used(result) -> None:

@@ -126,14 +126,15 @@ def cmd_download(args) -> int:
 
 
 def cmd_list_models(args) -> int:
-    from ..cosyvoice.hub import CATALOGUE, find_models
+    from ..cosyvoice.hub import catalogue, find_models
 
     installed = {p.name for p in find_models(args.models_dir)}
-    for entry in CATALOGUE:
+    entries = catalogue()
+    for entry in entries:
         state = "installed" if entry.name in installed else "available"
         note = "" if entry.supported else " (not supported yet)"
         print(f"{entry.name:26} {state:10} {entry.size_gb:4.1f} GB  {entry.description}{note}")
-    for name in sorted(installed - {e.name for e in CATALOGUE} - {"asr"}):
+    for name in sorted(installed - {e.name for e in entries} - {"asr"}):
         print(f"{name:26} installed  (local folder)")
     list_asr_models(args.models_dir)
     return 0

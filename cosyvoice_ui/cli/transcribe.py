@@ -46,9 +46,9 @@ def asr_names(models_dir: Path) -> list[str]:
 def download_any(name: str, models_dir: Path, progress) -> Path:
     """`download NAME`: a CosyVoice catalogue model into `models_dir/NAME`, or a speech recogniser of the ASR
     catalogue into `models_dir/asr/NAME`, with progress."""
-    from ..cosyvoice.hub import CATALOGUE, download
+    from ..cosyvoice.hub import catalogue, download
 
-    speech = [entry.name for entry in CATALOGUE]
+    speech = [entry.name for entry in catalogue()]
     if name.lower() in (n.lower() for n in speech):
         return download(name, models_dir, progress=progress)
     recognisers = asr_names(models_dir)

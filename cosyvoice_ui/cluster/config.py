@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from ..errors import ConfigError
+from ..known_models import recommended_model
 from ..settings import Settings
 
 WORKER_NAME = "EngineWorker"
@@ -78,8 +79,9 @@ class ClusterConfig:
                               "under --models-dir, or offline-default)")
         for model in self.models:
             if not model or Path(model).name != model or model in (".", ".."):
+                example = recommended_model()
                 raise ConfigError(f"model id {model!r} is not a folder name; name models by their folder under "
-                                  "--models-dir (e.g. CosyVoice2-0.5B)")
+                                  f"--models-dir (e.g. {example.name if example else 'offline-default'})")
         if self.replicas < 1:
             raise ConfigError(f"--replicas must be at least 1 (got {self.replicas})")
         if not 0 <= self.min_replicas <= self.replicas:

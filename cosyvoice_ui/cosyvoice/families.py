@@ -8,6 +8,9 @@ family's sample rate (tests/test_family_checks.py forbids it). No torch here: th
 Upstream picks the generation by which yaml file exists; we do the same (`detect`), and the loader then
 checks the yaml's class paths against the registry's allow-list, so a renamed or mixed-up folder fails
 with a clear message instead of a shape error later.
+
+The runnable checkpoints are also the root's table of known models (`known_models.py`), which every message
+that names models reads; a family `register`ed later (with its `registry.register` entry) is named there too.
 """
 
 from __future__ import annotations
@@ -16,7 +19,9 @@ import json
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from .. import known_models
 from ..errors import CheckpointError, ConfigError
+from ..known_models import KnownModel
 from ..types import EngineInfo, Instruction, Mode, Precision, SpeechDecoder
 
 # A small optional file a folder may carry to say which variant it is (our tiny test models write it);
@@ -87,6 +92,8 @@ class Checkpoint:
     repo_id: str
     size_gb: float
     description: str
+    preset_speakers: bool = False  # ships preset speakers (spk2info.pt), so it offers the family's preset modes
+    recommended: bool = False  # the download the app offers first (presets and cloning)
 
 
 @dataclass(frozen=True)
@@ -206,9 +213,9 @@ V1 = FamilySpec(
         Checkpoint("CosyVoice-300M", "FunAudioLLM/CosyVoice-300M", 1.7,
                    "base model: 3-second voice cloning, cross-lingual, voice conversion"),
         Checkpoint("CosyVoice-300M-SFT", "FunAudioLLM/CosyVoice-300M-SFT", 1.7,
-                   "7 preset speakers (zh/en/ja/yue/ko) plus cloning"),
+                   "7 preset speakers (zh/en/ja/yue/ko) plus cloning", preset_speakers=True, recommended=True),
         Checkpoint("CosyVoice-300M-Instruct", "FunAudioLLM/CosyVoice-300M-Instruct", 1.7,
-                   "preset speakers whose style you describe in words"),
+                   "preset speakers whose style you describe in words", preset_speakers=True),
     ),
     supported=True,
 )
@@ -261,8 +268,51 @@ V3 = FamilySpec(
     text_caveats=("ja_kanji",),
 )
 
-FAMILIES: tuple[FamilySpec, ...] = (V1, V2, V3)
-SUPPORTED: tuple[FamilySpec, ...] = tuple(f for f in FAMILIES if f.supported)
+# Every family this build knows, and those it runs; lists, changed only by `register` / `unregister`, so every
+# module that imported them sees a family registered later.
+FAMILIES: list[FamilySpec] = [V1, V2, V3]
+SUPPORTED: list[FamilySpec] = [f for f in FAMILIES if f.supported]
+
+
+def register(family: FamilySpec) -> None:
+    """Add a family (after the built-in ones): detection, the catalogue and every message that names models
+    know it from now on. Its classes are a `registry.register` of their own. Refuses a second family with the
+    same name or yaml."""
+    for known in FAMILIES:
+        if family.name == known.name or family.yaml_name == known.yaml_name:
+            raise ConfigError(f"a family named {known.name} with {known.yaml_name} is already registered")
+    FAMILIES.append(family)
+    if family.supported:
+        SUPPORTED.append(family)
+
+
+def unregister(family: FamilySpec) -> None:
+    """Forget a family `register` added (nothing happens for one that is not registered)."""
+    for table in (FAMILIES, SUPPORTED):
+        if family in table:
+            table.remove(family)
+
+
+def is_instruct_name(family: FamilySpec, name: str) -> bool:
+    """Whether a folder or checkpoint called `name` is the family's "-Instruct" variant (as upstream tells them
+    apart; only where the family has such variants)."""
+    return family.instruct_variant is not None and "instruct" in name.lower()
+
+
+def checkpoint_modes(family: FamilySpec, checkpoint: Checkpoint) -> tuple[Mode, ...]:
+    """What a folder of `checkpoint` can do as published."""
+    instruct = family.instruct_variant if is_instruct_name(family, checkpoint.name) else None
+    return (instruct or family.modes).given(("preset",) if checkpoint.preset_speakers else ())
+
+
+def _known_models() -> list[KnownModel]:
+    """The runnable checkpoints, as the messages that name models read them (`known_models.py`)."""
+    return [KnownModel(c.name, f.name, checkpoint_modes(f, c), instruct_voice=f.instruct_voice,
+                       pronunciation=f.pronunciation, size_gb=c.size_gb, recommended=c.recommended)
+            for f in SUPPORTED for c in f.checkpoints]
+
+
+known_models.add_source(_known_models)
 
 
 @dataclass(frozen=True)
@@ -333,8 +383,10 @@ def detect(model_dir: str | Path) -> ModelFolder:
     """
     path = Path(model_dir)
     if not path.exists():
+        example = known_models.recommended_model()
         raise ConfigError(f"model folder {path} does not exist; download a model "
-                          "(`python -m cosyvoice_ui download CosyVoice-300M`) or pass --model-dir")
+                          f"(`python -m cosyvoice_ui download {example.name if example else 'NAME'}`) "
+                          "or pass --model-dir")
     if not path.is_dir():
         raise ConfigError(f"{path} is a file; --model-dir expects the folder that holds cosyvoice.yaml, llm.pt, ...")
     found = _families_in(path)
@@ -356,7 +408,7 @@ def detect(model_dir: str | Path) -> ModelFolder:
                           f"{redownload_hint(path)}")
     variant = _read_variant(path)
     # Official folders are told apart by name ("-Instruct"), as upstream does; our tiny ones by VARIANT_FILE.
-    instruct = family.instruct_variant is not None and bool(variant.get("instruct", "instruct" in path.name.lower()))
+    instruct = family.instruct_variant is not None and bool(variant.get("instruct", is_instruct_name(family, path.name)))
     return ModelFolder(path=path, family=family, instruct=instruct, has_spk2info=(path / "spk2info.pt").is_file())
 
 

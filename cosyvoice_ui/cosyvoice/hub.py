@@ -34,16 +34,18 @@ class CatalogueEntry:
         return self.family.supported
 
 
-CATALOGUE: tuple[CatalogueEntry, ...] = tuple(
-    CatalogueEntry(c.name, c.repo_id, c.size_gb, c.description, family)
-    for family in FAMILIES for c in family.checkpoints)
+def catalogue() -> tuple[CatalogueEntry, ...]:
+    """Every family's checkpoints, in the families' order (read at each call: a family registered later is in)."""
+    return tuple(CatalogueEntry(c.name, c.repo_id, c.size_gb, c.description, family)
+                 for family in FAMILIES for c in family.checkpoints)
 
 
 def catalogue_entry(name: str) -> CatalogueEntry:
-    for entry in CATALOGUE:
+    entries = catalogue()
+    for entry in entries:
         if entry.name.lower() == name.lower() or entry.repo_id.lower() == name.lower():
             return entry
-    raise DownloadError(f"unknown model {name!r}; choose one of: {', '.join(e.name for e in CATALOGUE)}")
+    raise DownloadError(f"unknown model {name!r}; choose one of: {', '.join(e.name for e in entries)}")
 
 
 def find_models(models_dir: Path) -> list[Path]:

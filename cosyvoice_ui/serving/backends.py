@@ -97,9 +97,9 @@ def open_engine(model_dir: Path | None, models_dir: Path, options: LoadOptions |
 
 def downloadable_models() -> list[str]:
     """Catalogue models this app can run, the recommended one first."""
-    from ..cosyvoice.hub import CATALOGUE
+    from ..cosyvoice.hub import catalogue
 
-    return [entry.name for entry in CATALOGUE if entry.supported]
+    return [entry.name for entry in catalogue() if entry.supported]
 
 
 def download_model(name: str, models_dir: Path, progress: ProgressCallback | None = None) -> Path:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import InvalidRequest
 from ..files import write_atomic
+from ..known_models import mode_hint, models_for, name_list
 from ..types import Audio, EngineInfo, Mode, SynthesisRequest
 
 if TYPE_CHECKING:
@@ -190,23 +191,24 @@ def parse_voice_map(data: object, info: EngineInfo | None = None,
 def _require_instruct(choice: VoiceChoice, info: EngineInfo) -> None:
     if Mode.INSTRUCT not in info.modes:
         raise InvalidRequest("voice_unusable", f"{info.name} cannot follow a style instruction; remove the "
-                             "instruction from this voice, or load CosyVoice2-0.5B, Fun-CosyVoice3-0.5B or "
-                             "CosyVoice-300M-Instruct", model=info.name, kind=choice.kind)
+                             f"instruction from this voice, or load {mode_hint(Mode.INSTRUCT)}", model=info.name,
+                             kind=choice.kind)
     if info.instruct_voice and choice.kind == "preset":
         raise InvalidRequest("voice_unusable", f"{info.name} follows an instruction in a cloned voice, not with a "
                              "preset; pick a saved voice or a sample recording for this name", model=info.name,
                              kind=choice.kind)
     if not info.instruct_voice and choice.kind in ("saved", "sample"):
+        voiced = name_list(models_for(Mode.INSTRUCT, instruct_voice=True)) or "a model that does"
         raise InvalidRequest("voice_unusable", f"{info.name} follows an instruction only with a preset speaker; "
-                             "pick a preset for this name, or load CosyVoice2-0.5B or Fun-CosyVoice3-0.5B to give "
-                             "a cloned voice an instruction", model=info.name, kind=choice.kind)
+                             f"pick a preset for this name, or load {voiced} to give a cloned voice an "
+                             "instruction", model=info.name, kind=choice.kind)
 
 
 def _preset_request(base: SynthesisRequest, choice: VoiceChoice, info: EngineInfo) -> SynthesisRequest:
     name = choice.value.strip()
     if not info.speakers or (base.mode is Mode.SFT and Mode.SFT not in info.modes):
         raise InvalidRequest("voice_unusable", f"{info.name} has no preset speakers (it clones voices); pick a "
-                             "saved voice or a sample recording for this name, or load CosyVoice-300M-SFT",
+                             f"saved voice or a sample recording for this name, or load {mode_hint(Mode.SFT)}",
                              model=info.name, kind="preset")
     if name not in info.speakers:
         options = ", ".join(info.speakers)
@@ -219,8 +221,8 @@ def _require_clone(choice: VoiceChoice, info: EngineInfo) -> None:
     if Mode.ZERO_SHOT not in info.modes and Mode.CROSS_LINGUAL not in info.modes:
         what = "a saved voice" if choice.kind == "saved" else "a sample recording"
         raise InvalidRequest("voice_unusable", f"{info.name} cannot clone {what}; pick one of its preset speakers "
-                             "for this name, or load CosyVoice-300M, CosyVoice2-0.5B or Fun-CosyVoice3-0.5B",
-                             model=info.name, kind=choice.kind)
+                             f"for this name, or load {mode_hint(Mode.ZERO_SHOT)}", model=info.name,
+                             kind=choice.kind)
 
 
 def _clone_mode(has_transcript: bool, info: EngineInfo) -> Mode:

@@ -33,6 +33,7 @@ from .. import audio as audio_utils
 from ..api.schemas import TTSBody
 from ..api.service import PayloadTooLarge
 from ..errors import Cancelled, CosyVoiceError, InvalidRequest
+from ..known_models import models_for, name_list
 from ..types import Mode
 
 log = logging.getLogger(__name__)
@@ -294,8 +295,9 @@ def build_functions(endpoints: Endpoints) -> dict:
                    prompt_audio=None if voice else _b64(prompt_audio, "prompt_audio", "the voice to use"),
                    speed=speed, seed=seed, format=format, voice_match=voice_match or "quick")
 
-    @_doc("Read a text in a speaking style described in words: with a preset speaker (CosyVoice-300M-Instruct) "
-          "or a saved voice (CosyVoice2/3; list_voices says which, in instruct_needs).",
+    @_doc("Read a text in a speaking style described in words: with a preset speaker "
+          f"({name_list(models_for(Mode.INSTRUCT, instruct_voice=False))}) or a saved voice "
+          f"({name_list(models_for(Mode.INSTRUCT, instruct_voice=True))}; list_voices says which, in instruct_needs).",
           _DETAILS, speaker="Preset speaker of the loaded model (see list_voices).",
           instructions="The speaking style, e.g. \"A cheerful young woman, speaking quickly\".", text=_TEXT,
           speed=_SPEED, seed=_SEED, format=_FORMAT, voice="Saved voice id, where instruct takes a voice.")

@@ -4,19 +4,18 @@ can do with a button to get a real cloning model, the public share link)."""
 # No `from __future__ import annotations`: Gradio finds `request: gr.Request` by its evaluated annotation.
 from dataclasses import dataclass
 
+from ..known_models import recommended_model
 from ..serving.manager import ModelManager
 from ..settings import Settings
 from ..types import EngineInfo
 from . import strings
-
-RECOMMENDED_MODEL = "CosyVoice-300M-SFT"  # presets + cloning: what the "get real cloning" button downloads
 
 
 @dataclass(frozen=True)
 class Notices:
     notes_row: object
     notes: object
-    get_model: object  # downloads RECOMMENDED_MODEL (wired to the model panel by `wire`)
+    get_model: object  # downloads the recommended model (`known_models`; wired to the model panel by `wire`)
     t: object
 
     def adapt(self, info: EngineInfo | None, data: dict) -> dict:
@@ -30,7 +29,8 @@ class Notices:
         import gradio as gr
 
         def download_recommended(request: gr.Request, progress=gr.Progress()):
-            return panel.download(RECOMMENDED_MODEL, progress, request)
+            recommended = recommended_model()  # presets + cloning; the button's label names it
+            return panel.download(recommended.name if recommended else "", progress, request)
 
         self.get_model.click(download_recommended, outputs=[panel.model, panel.state], api_visibility="private")
 

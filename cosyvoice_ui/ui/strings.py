@@ -6,8 +6,9 @@ are translated by `message(code, params, lang)` with the language read from the 
 
 from __future__ import annotations
 
-
+from .. import known_models
 from ..errors import InvalidRequest
+from ..types import Mode
 from . import strings_studio, strings_text
 
 
@@ -88,8 +89,8 @@ LABELS_EN: dict[str, str] = {
     "example_unavailable": "This model has no second preset speaker to record the example with: upload the two "
                            "recordings yourself, or load a model with preset speakers.",
     "no_speakers_note": "This model has no preset speakers: Generate speaks with the default voice (the built-in "
-                        "example voice, or the saved voice you made the default). Load CosyVoice-300M-SFT (or "
-                        "-Instruct) for presets.",
+                        "example voice, or the saved voice you made the default). Load {preset_models} for "
+                        "presets.",
     "public_warning": _notice("⚠️ No password: anyone with this address can use the app.",
                               "The app is reachable beyond this computer (a shared link or a network address). "
                               "Restart it with `--auth user:password` to ask for a password."),
@@ -100,7 +101,7 @@ LABELS_EN: dict[str, str] = {
     "voice_name_missing": "Give the voice a name before saving it.",
     "precision_switched": "The model will be reloaded with the new precision on the next request.",
     "voice_saved": "Saved the voice “{name}”; pick it under “Saved voice” in any tab.",
-    "get_cosyvoice": "Download CosyVoice-300M-SFT (1.7 GB)",
+    "get_cosyvoice": "Download {recommended_model} ({recommended_gb} GB)",
     "voice_match": "Voice match (offline default voice)",
     "match_quick": "Quick (seconds)",
     "match_refine": "Refine (about a minute, closer)",
@@ -229,7 +230,7 @@ LABELS_ZH: dict[str, str] = {
     "example_label": "{text}（种子 {seed}）",
     "example_unavailable": "当前模型没有第二个预训练音色来录制示例：请自己上传两段录音，或加载带预训练音色的模型。",
     "no_speakers_note": "此模型没有预训练音色：生成时使用默认声音（内置示例声音，或你设为默认的已保存声音）。"
-                        "如需预训练音色，请加载 CosyVoice-300M-SFT（或 -Instruct）。",
+                        "如需预训练音色，请加载 {preset_models}。",
     "public_warning": _notice("⚠️ 未设置密码：知道此地址的人都能使用。",
                               "本应用可从本机以外访问（分享链接或网络地址）。请用 `--auth 用户名:密码` 重新启动以要求密码。"),
     "no_model": _notice("ℹ️ 尚未安装模型：请在下方“模型”面板下载。",
@@ -238,7 +239,7 @@ LABELS_ZH: dict[str, str] = {
     "voice_name_missing": "请先为声音命名再保存。",
     "precision_switched": "下次生成时将以新的精度重新加载模型。",
     "voice_saved": "已保存声音“{name}”，可在各页的“已保存的声音”中选择。",
-    "get_cosyvoice": "下载 CosyVoice-300M-SFT（1.7 GB）",
+    "get_cosyvoice": "下载 {recommended_model}（{recommended_gb} GB）",
     "voice_match": "声音匹配（离线默认声音）",
     "match_quick": "快速（几秒）",
     "match_refine": "精细（约一分钟，更接近）",
@@ -354,6 +355,11 @@ def message(error: InvalidRequest, lang: str) -> str:
     if lang != "zh" or error.code not in MESSAGES_ZH:
         return error.message[:1].upper() + error.message[1:]
     params = dict(error.params)
+    if "needs" in params and "mode" in params:  # the models to load, named from the same table, in Chinese
+        try:
+            params["needs"] = known_models.mode_hint(Mode.parse(params["mode"]), lang)
+        except ValueError:
+            pass
     params["what_zh"] = WHAT_ZH.get(str(params.get("what", "prompt audio")), "音频")
     params["where_zh"] = strings_text.where_zh(error.message)
     try:
@@ -363,7 +369,8 @@ def message(error: InvalidRequest, lang: str) -> str:
 
 
 def label(key: str, lang: str) -> str:
-    return (LABELS_ZH if lang == "zh" else LABELS_EN).get(key, LABELS_EN.get(key, key))
+    text = (LABELS_ZH if lang == "zh" else LABELS_EN).get(key, LABELS_EN.get(key, key))
+    return text.format(**known_models.facts(lang)) if key in MODEL_NAMED else text
 
 
 def prefixed(key: str, detail: object, lang: str) -> str:
@@ -424,19 +431,22 @@ def example_label(text: str, seed: object, lang: str) -> str:
 # Labels that carry a number of the backend's, filled in when the gr.I18n table is built (the frontend translates
 # by key, so the number must be in the table's text).
 FILLED = ("precision_info",)
+# Labels that name models: filled from the table of known models (`known_models.facts`) in the label's language,
+# by `label` and when the gr.I18n table is built, so a model family added to the backend is named in them too.
+MODEL_NAMED = ("no_speakers_note", "get_cosyvoice", "instruct_unavailable", "glossary_help")
 
 
-def filled(table: dict[str, str]) -> dict[str, str]:
-    """`table` with the `FILLED` labels' numbers in place."""
+def filled(table: dict[str, str], lang: str = "en") -> dict[str, str]:
+    """`table` (of `lang`) with the `FILLED` labels' numbers and the `MODEL_NAMED` labels' models in place."""
     from ..serving.backends import fast_flow_steps
 
-    facts = {"fast_steps": fast_flow_steps()}
-    return {**table, **{key: table[key].format(**facts) for key in FILLED}}
+    facts = {"fast_steps": fast_flow_steps(), **known_models.facts(lang)}
+    return {**table, **{key: table[key].format(**facts) for key in FILLED + MODEL_NAMED}}
 
 
 def i18n():
     """The gr.I18n table for component labels (Chinese for zh-* browsers)."""
     import gradio as gr
 
-    en, zh = filled(LABELS_EN), filled(LABELS_ZH)
+    en, zh = filled(LABELS_EN), filled(LABELS_ZH, "zh")
     return gr.I18n(en=en, zh=zh, **{"zh-CN": zh, "zh-TW": zh})

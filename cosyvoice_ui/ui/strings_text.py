@@ -15,8 +15,8 @@ LABELS_EN: dict[str, str] = {
     "instr_rate": "Speaking rate",
     "instr_volume": "Volume",
     "instr_style": "Style",
-    "instruct_unavailable": "This model cannot follow style instructions. Load CosyVoice-300M-Instruct (with its "
-                            "preset speakers), or CosyVoice2-0.5B or Fun-CosyVoice3-0.5B (with any voice sample).",
+    "instruct_unavailable": "This model cannot follow style instructions. Load {instruct_preset_models} (with its "
+                            "preset speakers), or {instruct_voice_models} (with any voice sample).",
     "instruct_voice_note": "On this model an instruction is spoken in the voice of your sample (or a saved voice): "
                            "upload or record one above; no preset speaker is needed.",
     "preset_instruct_note": "Style instructions on this model take a voice sample, not a preset speaker: use the "
@@ -88,12 +88,12 @@ LABELS_EN: dict[str, str] = {
     "glossary_kind_pinyin": "pinyin hints",
     "glossary_kind_cmu": "CMU phone hints",
     "glossary_kind_respell": "respellings",
-    "glossary_help": "**How to write a pronunciation.** *Pinyin* (Mandarin, Fun-CosyVoice3): the initial and the "
+    "glossary_help": "**How to write a pronunciation.** *Pinyin* (Mandarin, {pinyin_models}): the initial and the "
                      "final with its tone mark, one bracket each, e.g. 给 → `[j][ǐ]` (also accepted: `ji3`, `[jǐ]`). "
-                     "*CMU phones* (English, Fun-CosyVoice3): ARPAbet phones with stress digits, e.g. read → "
+                     "*CMU phones* (English, {cmu_models}): ARPAbet phones with stress digits, e.g. read → "
                      "`[R][EH1][D]`. *Respelling* (every model): plain text spelled the way it sounds, e.g. Nguyen "
                      "→ `Win`, Xi'an → `Shee-ahn`. A pinyin or CMU row may also have a respelling: models that read "
-                     "no hints (CosyVoice 1 and 2, the offline voice) use it instead. Longer words win; Latin "
+                     "no hints ({plain_models}, the offline voice) use it instead. Longer words win; Latin "
                      "words match whole words only.",
 }
 
@@ -105,8 +105,8 @@ LABELS_ZH: dict[str, str] = {
     "instr_rate": "语速",
     "instr_volume": "音量",
     "instr_style": "风格",
-    "instruct_unavailable": "此模型不支持风格指令。请加载 CosyVoice-300M-Instruct（使用其预训练音色），"
-                            "或 CosyVoice2-0.5B、Fun-CosyVoice3-0.5B（可使用任意声音样本）。",
+    "instruct_unavailable": "此模型不支持风格指令。请加载 {instruct_preset_models}（使用其预训练音色），"
+                            "或 {instruct_voice_models}（可使用任意声音样本）。",
     "instruct_voice_note": "此模型用你的声音样本（或已保存的声音）朗读指令：请在上方上传或录制样本，无需预训练音色。",
     "preset_instruct_note": "此模型的风格指令需要声音样本，而不是预训练音色：请使用“跨语种复刻 / 指令控制”页。",
     "chip_pinyin": "拼音 [j][ǐ]",
@@ -169,11 +169,11 @@ LABELS_ZH: dict[str, str] = {
     "glossary_kind_pinyin": "拼音标注",
     "glossary_kind_cmu": "CMU 音素标注",
     "glossary_kind_respell": "改写读法",
-    "glossary_help": "**如何填写读音。** *拼音*（普通话，Fun-CosyVoice3）：声母和带声调的韵母各占一个方括号，例如 "
-                     "给 → `[j][ǐ]`（也可写 `ji3`、`[jǐ]`）。*CMU 音素*（英语，Fun-CosyVoice3）：带重音数字的 "
+    "glossary_help": "**如何填写读音。** *拼音*（普通话，{pinyin_models}）：声母和带声调的韵母各占一个方括号，例如 "
+                     "给 → `[j][ǐ]`（也可写 `ji3`、`[jǐ]`）。*CMU 音素*（英语，{cmu_models}）：带重音数字的 "
                      "ARPAbet 音素，例如 read → `[R][EH1][D]`。*改写读法*（所有模型）：按发音拼写的普通文字，例如 "
                      "Nguyen → `Win`，Xi'an → `Shee-ahn`。拼音或 CMU 词条也可以再填改写读法：不读标注的模型"
-                     "（CosyVoice 1、2 和离线声音）会改用它。较长的词优先；拉丁字母词只匹配完整的词。",
+                     "（{plain_models} 和离线声音）会改用它。较长的词优先；拉丁字母词只匹配完整的词。",
 }
 
 # What each pronunciation chip inserts (`EngineInfo.pronunciation` → text), and its label key.
