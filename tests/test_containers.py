@@ -16,7 +16,6 @@ import re
 import shlex
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -27,6 +26,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+
+from tests.web_client import free_port
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -425,12 +426,6 @@ def test_every_compose_service_has_the_healthcheck(compose: dict) -> None:
 
 
 # --- scripts/healthcheck.py ------------------------------------------------------------------------------------
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 def healthcheck(port: int, cwd: Path = REPO, python: str = sys.executable, env: dict | None = None):
     env = {**(env or os.environ), "PORT": str(port), "HEALTHCHECK_TIMEOUT": "3"}

@@ -10,7 +10,6 @@ import io
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -21,15 +20,10 @@ import pytest
 import soundfile as sf
 
 from .offline.conftest import require_offline
+from tests.web_client import free_port
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[1]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _env() -> dict[str, str]:
@@ -40,7 +34,7 @@ def _env() -> dict[str, str]:
 def server(tmp_path_factory) -> str:
     require_offline()
     work = tmp_path_factory.mktemp("fresh")  # no pretrained_models/ here: a fresh clone
-    port = _free_port()
+    port = free_port()
     log = open(work / "app.log", "w")
     proc = subprocess.Popen([sys.executable, str(REPO / "app.py"), "--port", str(port), "--idle-unload", "0"],
                             cwd=work, stdout=log, stderr=subprocess.STDOUT, env=_env())

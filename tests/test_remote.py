@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import io
-import socket
 import threading
 import time
 from pathlib import Path
@@ -22,16 +21,10 @@ from cosyvoice_ui.web.server import create_manager
 from cosyvoice_ui.settings import Settings
 from cosyvoice_ui.testing.signals import voice_clip
 from cosyvoice_ui.serving.voices import VoiceLibrary
-from tests.web_client import LOOPBACK
+from tests.web_client import LOOPBACK, free_port
 
 KEY = "gpu-box-key"
 TRANSCRIPT = "希望你以后能够做的比我还好呦。"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

@@ -24,6 +24,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.web_client import free_port
+
 REPO = Path(__file__).resolve().parents[1]
 API_KEY = "wyoming-test-key"
 TEXT = "Hello from Home Assistant. The kitchen lights are now on."
@@ -91,12 +93,6 @@ def _bridge_python() -> str:
                 "WYOMING_OPENAI_PYTHON to an interpreter that has it)")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _log(path: Path) -> str:
     return path.read_text(errors="replace")[-3000:] if path.exists() else ""
 
@@ -154,7 +150,7 @@ def test_wyoming_openai_bridge_speaks_through_the_app(tmp_path: Path, processes:
     """preset: the bridge is told this server's voice; else it offers OpenAI's names (alloy, ...) as is."""
     bridge_python = _bridge_python()
     (tmp_path / "empty_models").mkdir()
-    app_port, wyoming_port = _free_port(), _free_port()
+    app_port, wyoming_port = free_port(), free_port()
     base = f"http://127.0.0.1:{app_port}"
 
     app_log = tmp_path / "app.log"

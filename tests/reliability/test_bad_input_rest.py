@@ -25,7 +25,7 @@ from cosyvoice_ui.web.server import create_app
 
 from .corpus import (AUDIO_CASES, SPEAKER, TEXT_CASES, TRAVERSAL, VALID_TEXT, AudioCase, Refusal, TextCase,
                      ValueCase, check_clean, value_cases, voice, wav_bytes)
-from tests.web_client import LOOPBACK
+from tests.web_client import LOOPBACK, free_port
 
 
 @pytest.fixture(scope="module")
@@ -290,12 +290,6 @@ def test_traversal_in_voice_names_and_file_names_stays_in_the_voices_folder(serv
 
 
 # --- a real server: a 60 MB body ----------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

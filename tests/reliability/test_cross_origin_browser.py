@@ -18,7 +18,6 @@ import base64
 import http.server
 import io
 import json
-import socket
 import threading
 import time
 from pathlib import Path
@@ -33,6 +32,7 @@ from cosyvoice_ui.testing.fakes import FakeEngine
 from cosyvoice_ui.testing.signals import voice_clip
 from cosyvoice_ui.types import Mode
 from cosyvoice_ui.web.server import create_app
+from tests.web_client import free_port
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 CHROMIUM = "/usr/bin/chromium"
@@ -84,12 +84,6 @@ def _wav() -> bytes:
     return buffer.getvalue()
 
 
-def _free_port(host: str) -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture()
 def servers(tmp_path: Path):
     if not Path(CHROMIUM).exists():
@@ -104,7 +98,7 @@ def servers(tmp_path: Path):
                         projects_dir=tmp_path / "projects", idle_unload_s=0, auth=((USER, PASSWORD),),
                         rate_limit_per_min=0, extra={"output_dir": str(tmp_path / "out")})
     app = create_app(settings, manager)
-    port = _free_port("127.0.0.1")
+    port = free_port("127.0.0.1")
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, name="origin-app", daemon=True)
     thread.start()
@@ -128,7 +122,7 @@ def servers(tmp_path: Path):
         def log_message(self, *args) -> None:
             pass
 
-    evil = http.server.ThreadingHTTPServer((evil_host, _free_port(evil_host)), Attacker)
+    evil = http.server.ThreadingHTTPServer((evil_host, free_port(evil_host)), Attacker)
     threading.Thread(target=evil.serve_forever, name="attacker-page", daemon=True).start()
     try:
         yield app_url, f"http://localhost:{evil.server_address[1]}/", engine

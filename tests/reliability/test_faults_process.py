@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -21,17 +20,12 @@ import pytest
 from cosyvoice_ui.serving.voices import VoiceLibrary
 
 from .test_faults_storage import clip_b64
+from tests.web_client import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 START_S = 240.0  # bounds only: a loaded CI machine imports gradio and torch slowly
 JOB_S = 600.0  # a loaded 2-core machine runs the tiny model ~10x slower than real time
 TEXT = " ".join(["The quick brown fox jumps over the lazy dog, and then it runs far away."] * 2)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Stream(threading.Thread):

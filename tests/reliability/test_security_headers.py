@@ -3,7 +3,6 @@ and, in Chromium, that the page still works under them behind the generated logi
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from pathlib import Path
@@ -19,7 +18,7 @@ from cosyvoice_ui.testing.fakes import FakeEngine
 from cosyvoice_ui.types import Mode
 from cosyvoice_ui.web.access import SecurityHeaders
 from cosyvoice_ui.web.server import create_app
-from tests.web_client import LOOPBACK
+from tests.web_client import LOOPBACK, free_port
 
 EXPECTED = {
     "x-content-type-options": "nosniff",
@@ -105,12 +104,6 @@ def test_a_route_header_wins_and_every_429_says_when_to_retry() -> None:
 # --- the page in Chromium, behind the generated login ---------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.browser
 @pytest.mark.slow
 def test_browser_logs_in_and_the_page_works_under_the_headers(tmp_path: Path) -> None:
@@ -121,7 +114,7 @@ def test_browser_logs_in_and_the_page_works_under_the_headers(tmp_path: Path) ->
 
     app = make_app(tmp_path, share=True)  # a share link's policy, served on 127.0.0.1 without a tunnel
     user, password = app.state.access.generated_login
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=_free_port(), log_level="warning"))
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning"))
     thread = threading.Thread(target=server.run, name="headers-browser-server", daemon=True)
     thread.start()
     deadline = time.monotonic() + 60

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -32,7 +31,7 @@ from cosyvoice_ui.web.access import (LOGIN_USER, add_sweeper, console_message, r
                                      sweep_period)
 from cosyvoice_ui.web.flags import build_parser, settings_from_args
 from cosyvoice_ui.web.server import check_mcp, create_app
-from tests.web_client import LOOPBACK
+from tests.web_client import LOOPBACK, free_port
 
 REPO = Path(__file__).resolve().parents[2]
 GRADIO_API_PATHS = ("/gradio_api/info", "/gradio_api/runs", "/gradio_api/mcp/schema", "/gradio_api/upload_progress",
@@ -208,19 +207,13 @@ def test_gradio_api_accepts_the_api_key(tmp_path: Path) -> None:
 # --- live loopback server: gradio_client and MCP -------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def live(tmp_path_factory) -> Iterator[tuple[str, object]]:
     """A public-configured app (share + MCP) served by uvicorn on 127.0.0.1 in this process."""
     import uvicorn
 
     app = make_app(tmp_path_factory.mktemp("live"), share=True, mcp=True)
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=_free_port(), log_level="warning"))
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning"))
     thread = threading.Thread(target=server.run, name="sharing-test-server", daemon=True)
     thread.start()
     deadline = time.monotonic() + 60

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -21,6 +20,7 @@ import pytest
 import soundfile as sf
 
 from cosyvoice_ui.testing.signals import voice_clip
+from tests.web_client import free_port
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 CHROMIUM = "/usr/bin/chromium"
@@ -32,18 +32,12 @@ TABS = [("clone", "3-second clone"), ("cross", "Cross-lingual / instruct"), ("sf
         ("vc", "Voice conversion"), ("history", "History")]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _serve(work: Path, *args: str):
     """Run app.py on a free loopback port in `work` (with `args`); yield its URL while it runs."""
     if not Path(CHROMIUM).exists():
         pytest.skip("Debian chromium is not installed (test.sh installs it with apt)")
     pytest.importorskip("playwright.sync_api", reason="playwright is not installed (requirements-dev.txt)")
-    port = _free_port()
+    port = free_port()
     log = open(work / "app.log", "w")
     proc = subprocess.Popen([sys.executable, str(REPO / "app.py"), *args, "--port", str(port), "--idle-unload", "0",
                              "--output-dir", str(work / "outputs")],
