@@ -28,7 +28,7 @@ from cosyvoice_ui.serving.manager import ModelManager
 from cosyvoice_ui.web.server import create_manager
 from cosyvoice_ui.settings import Settings
 from cosyvoice_ui.testing.signals import voice_clip
-from cosyvoice_ui.testing.fakes import FakeEngine
+from cosyvoice_ui.testing.fakes import FakeEngine, RecordingEngine
 from cosyvoice_ui.types import Audio, Mode
 from tests.web_client import LOOPBACK
 
@@ -479,18 +479,6 @@ def test_ui_and_api_share_one_app(tiny_sft: Path, tmp_path: Path) -> None:
     assert client.app.state.manager is client.app.state.api.manager  # one manager (and queue) for both
 
 
-class RecordingEngine(FakeEngine):
-    """A FakeEngine that keeps every request its synthesis received."""
-
-    def __init__(self) -> None:
-        super().__init__(speakers=("alice", "bob"))
-        self.received: list = []
-
-    def _synthesize(self, request, progress, cancel):
-        self.received.append(request)
-        yield from super()._synthesize(request, progress, cancel)
-
-
 @pytest.mark.parametrize("stream", [False, True])
 def test_a_request_is_checked_once(tmp_path: Path, monkeypatch, stream: bool) -> None:
     """The service checks against the model's description before queueing; the engine runs that checked
@@ -509,7 +497,7 @@ def test_a_request_is_checked_once(tmp_path: Path, monkeypatch, stream: bool) ->
 
     monkeypatch.setattr(service_module, "check_request", counting("service", service_module.check_request))
     monkeypatch.setattr(engine_module, "check_request", counting("engine", engine_module.check_request))
-    engine = RecordingEngine()
+    engine = RecordingEngine(speakers=("alice", "bob"))
     client, _, _ = fake_client(tmp_path, engine)
     response = client.post("/tts", json={"text": "Once only.", "speaker": "alice", "stream": stream,
                                          "format": "pcm" if stream else "wav"})

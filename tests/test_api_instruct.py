@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from cosyvoice_ui.testing.fakes import FakeEngine
+from cosyvoice_ui.testing.fakes import RecordingEngine
 from cosyvoice_ui.types import Instruction, Mode
 
 from .test_api import PROMPT_B64, TRANSCRIPT, error_of, fake_client
@@ -22,30 +22,25 @@ INSTRUCTIONS = (Instruction("dialect", "四川话", "Sichuanese", "用四川话�
 ALL_MODES = (Mode.SFT, Mode.ZERO_SHOT, Mode.CROSS_LINGUAL, Mode.INSTRUCT, Mode.VC)
 
 
-class RecordingEngine(FakeEngine):
+class InstructEngine(RecordingEngine):
     def __init__(self, **facts) -> None:
         super().__init__(**{"name": "fake-model", "speakers": ("alice", "bob"), "chunks": 1, "chunk_samples": 800,
                             **facts})
-        self.received: list = []
 
     def register_voice(self, voice_id, audio, transcript, cache_dir) -> None:  # saved voices as a clone model has
         self._info = replace(self._info, saved_voices=(*self._info.saved_voices, voice_id))
 
-    def _synthesize(self, request, progress, cancel):
-        self.received.append(request)
-        yield from super()._synthesize(request, progress, cancel)
 
-
-def voice_instruct(**facts) -> RecordingEngine:
+def voice_instruct(**facts) -> InstructEngine:
     """A model like CosyVoice2/3: instruct takes a voice, no presets."""
-    return RecordingEngine(**{"modes": ALL_MODES[1:], "speakers": (), "instruct_voice": True,
+    return InstructEngine(**{"modes": ALL_MODES[1:], "speakers": (), "instruct_voice": True,
                               "instructions": INSTRUCTIONS, "text_tags": ("[breath]", "<strong></strong>"),
                               "pronunciation": ("pinyin", "cmu"), "text_caveats": ("ja_kanji",), **facts})
 
 
-def preset_instruct() -> RecordingEngine:
+def preset_instruct() -> InstructEngine:
     """A model like CosyVoice-300M-Instruct: instruct takes a preset speaker."""
-    return RecordingEngine(modes=(Mode.INSTRUCT, Mode.SFT, Mode.ZERO_SHOT, Mode.VC), text_tags=("[laughter]",))
+    return InstructEngine(modes=(Mode.INSTRUCT, Mode.SFT, Mode.ZERO_SHOT, Mode.VC), text_tags=("[laughter]",))
 
 
 def save_voice(client) -> str:
@@ -67,7 +62,7 @@ def test_models_say_what_each_family_can_do(tmp_path: Path) -> None:
     [model] = client.get("/v1/models").json()["data"]
     assert model["instruct_needs"] == "preset" and model["instructions"] == [] and model["pronunciation"] == []
 
-    client, _, _ = fake_client(tmp_path / "c", RecordingEngine(modes=(Mode.SFT, Mode.ZERO_SHOT)))
+    client, _, _ = fake_client(tmp_path / "c", InstructEngine(modes=(Mode.SFT, Mode.ZERO_SHOT)))
     assert client.get("/v1/models").json()["data"][0]["instruct_needs"] is None
 
 

@@ -76,3 +76,20 @@ class FakeEngine(Engine):
 
     def close(self) -> None:
         self.closed = True
+
+
+class RecordingEngine(FakeEngine):
+    """The fake engine, keeping every checked request it renders: `received`, and `texts` (their texts)."""
+
+    def __init__(self, **options) -> None:
+        super().__init__(**options)
+        self.received: list[CheckedRequest] = []
+
+    @property
+    def texts(self) -> list[str]:
+        return [request.text for request in self.received]
+
+    def _synthesize(self, request: CheckedRequest, progress: ProgressCallback | None,
+                    cancel: threading.Event | None) -> Iterator[AudioChunk]:
+        self.received.append(request)
+        yield from super()._synthesize(request, progress, cancel)

@@ -6,7 +6,6 @@ the words as typed, and the dropdown follows the saves."""
 from __future__ import annotations
 
 import json
-import threading
 from pathlib import Path
 
 import pytest
@@ -15,7 +14,7 @@ from cosyvoice_ui.errors import InvalidRequest
 from cosyvoice_ui.serving.glossary import GlossaryStore, make_glossary
 from cosyvoice_ui.serving.manager import ModelManager
 from cosyvoice_ui.settings import Settings
-from cosyvoice_ui.testing.fakes import FakeEngine
+from cosyvoice_ui.testing.fakes import FakeEngine, RecordingEngine
 from cosyvoice_ui.types import Mode, SynthesisRequest
 
 gr = pytest.importorskip("gradio")
@@ -26,18 +25,6 @@ from cosyvoice_ui.ui.tabs.glossary import (edited_glossary, export_file, import_
                                            preview_markdown, rows_of, save_edited, table_rows)
 
 ROWS = [["Xi'an", "[x][ī][ān]", "Shee-ahn"], ["GIF", "[JH][IH1][F]", ""], ["Nguyen", "Win", ""], ["", "", ""]]
-
-
-class RecordingEngine(FakeEngine):
-    """A fake engine that keeps the text of every request it renders."""
-
-    def __init__(self, **facts) -> None:
-        super().__init__(**facts)
-        self.texts: list[str] = []
-
-    def _synthesize(self, request, progress, cancel: threading.Event | None):
-        self.texts.append(request.text)
-        yield from super()._synthesize(request, progress, cancel)
 
 
 def manager_for(engine: FakeEngine) -> ModelManager:
