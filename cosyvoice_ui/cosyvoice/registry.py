@@ -6,9 +6,11 @@ and streaming chunker. The upstream yaml's class paths are an allow-list: a fold
 other classes than its family's is refused before any weight is read.
 
 Adding a family: write its modules, add a `FamilyBackend` to `BACKENDS`, set `supported=True` on its
-`FamilySpec`. Nothing else in the package branches on families (tests/test_family_checks.py). The Qwen2-LM
-generations (v2, v3) build their LLM with the folder's `CosyVoice-BlankEN/config.json` (`build_llm`'s
-`model_dir`) and v3's causal vocoder with upstream's fixed NSF noise (`_causal_vocoder`).
+`FamilySpec` (the checklist is in docs/ARCHITECTURE.md, "Adding a model family"; a family made at run time,
+as the tests' toy one, goes through `families.register` and `register` here). Nothing else in the package
+branches on families (tests/test_family_checks.py). The Qwen2-LM generations (v2, v3) build their LLM with
+the folder's `CosyVoice-BlankEN/config.json` (`build_llm`'s `model_dir`) and v3's causal vocoder with upstream's
+fixed NSF noise (`_causal_vocoder`). Each entry also names its family's golden-parity run (`parity`, loaded lazily).
 """
 
 from __future__ import annotations
@@ -84,6 +86,8 @@ class FamilyBackend:
     llm_config: Callable[[Any, Path], Any] | None = None
     # the vocoder after construction (v3: upstream's fixed NSF noise); None: as built
     finish_vocoder: Callable[[nn.Module, ModelConfig], nn.Module] | None = None
+    # the family's golden-parity run class (`parity/`), loaded only when a parity run asks; None: no goldens
+    parity: Callable[[], type] | None = None
 
     def check_classes(self, config: ModelConfig, source: str) -> None:
         """Refuse a yaml whose class paths are not this family's (a renamed or mixed-up folder)."""
@@ -182,6 +186,26 @@ def _v3_recipe(config: ModelConfig) -> V3InputRecipe:
     return V3InputRecipe(n_mels=config.mel.num_mels, token_mel_ratio=config.chunking.token_mel_ratio)
 
 
+# The parity runs load lazily: the engine never needs the dev tool's modules.
+
+def _v1_parity() -> type:
+    from .parity.v1 import TransformerLMParity
+
+    return TransformerLMParity
+
+
+def _v2_parity() -> type:
+    from .parity.v2 import CausalFlowParity
+
+    return CausalFlowParity
+
+
+def _v3_parity() -> type:
+    from .parity.v3 import DiTFlowParity
+
+    return DiTFlowParity
+
+
 BACKENDS: dict[FamilySpec, FamilyBackend] = {
     V1: FamilyBackend(
         family=V1,
@@ -197,6 +221,7 @@ BACKENDS: dict[FamilySpec, FamilyBackend] = {
         text_tokenizer=_whisper_tokenizer,
         input_recipe=_v1_recipe,
         chunker=Chunker(renderer=TokenToWave, schedule=stream_tokens),
+        parity=_v1_parity,
     ),
     V2: FamilyBackend(
         family=V2,
@@ -213,6 +238,7 @@ BACKENDS: dict[FamilySpec, FamilyBackend] = {
         input_recipe=_v2_recipe,
         chunker=Chunker(renderer=ChunkedVocoderStream, schedule=stream_with_lookahead),
         llm_config=_qwen_llm_config,
+        parity=_v2_parity,
     ),
     V3: FamilyBackend(
         family=V3,
@@ -231,6 +257,7 @@ BACKENDS: dict[FamilySpec, FamilyBackend] = {
         chunker=Chunker(renderer=CausalVocoderStream, schedule=stream_with_lookahead),
         llm_config=_qwen_llm_config,
         finish_vocoder=_causal_vocoder,
+        parity=_v3_parity,
     ),
 }
 
@@ -242,3 +269,15 @@ def backend_for(family: FamilySpec) -> FamilyBackend:
         runnable = ", ".join(f.title for f in FAMILIES if f in BACKENDS)
         raise ConfigError(f"this engine has no {family.title} models yet ({family.yaml_name}); it runs {runnable}")
     return backend
+
+
+def register(backend: FamilyBackend) -> None:
+    """Run `backend.family` with these classes from now on (the family itself is `families.register`ed)."""
+    if backend.family in BACKENDS:
+        raise ConfigError(f"{backend.family.title} already has its classes registered")
+    BACKENDS[backend.family] = backend
+
+
+def unregister(family: FamilySpec) -> None:
+    """Forget the classes `register` gave `family` (nothing happens for a family without any)."""
+    BACKENDS.pop(family, None)

@@ -3,8 +3,9 @@ engine and print one row per stage (max abs diff vs tolerance).
 
 The fixture format is described in the folder's README.md (goldens as safetensors, shapes and tolerances in
 manifest.json). Random draws that upstream made are injected from the saved tensors or regenerated from the
-manifest's recipes, so every comparison is deterministic. Which stages a family has is said once, in `RUNS`
-(one module per family: `v1.py`, `v2.py`, `v3.py`; `qwen.py` and `common.py` hold what they share).
+manifest's recipes, so every comparison is deterministic. Which run a family has is its registry entry's
+(`FamilyBackend.parity`; one module per family: `v1.py`, `v2.py`, `v3.py`; `qwen.py` and `common.py` hold what
+they share).
 """
 
 from __future__ import annotations
@@ -13,16 +14,16 @@ import math
 from pathlib import Path
 
 from ...errors import CosyVoiceError
-from ..families import FAMILIES, V1, V2, V3, FamilySpec, folder_family
+from ..families import FAMILIES, FamilySpec, folder_family
+from ..registry import BACKENDS
 from .common import ParityRun, StageResult
-from .v1 import TransformerLMParity
-from .v2 import CausalFlowParity
-from .v3 import DiTFlowParity
 
-__all__ = ["RUNS", "StageResult", "format_table", "run_parity", "verdict"]
+__all__ = ["StageResult", "format_table", "parity_runs", "run_parity", "verdict"]
 
-# Each family's parity run: its golden groups and how each stage is computed.
-RUNS: dict[FamilySpec, type[ParityRun]] = {V1: TransformerLMParity, V2: CausalFlowParity, V3: DiTFlowParity}
+
+def parity_runs() -> dict[FamilySpec, type[ParityRun]]:
+    """Each family's parity run (its golden groups and how each stage is computed), from the registry."""
+    return {family: backend.parity() for family, backend in BACKENDS.items() if backend.parity is not None}
 
 
 def run_parity(fixture_dir: Path) -> list[StageResult]:
@@ -30,14 +31,15 @@ def run_parity(fixture_dir: Path) -> list[StageResult]:
     other folders."""
     fixture_dir = Path(fixture_dir)
     family = folder_family(fixture_dir)
-    if family is None or family not in RUNS or not (fixture_dir / "manifest.json").is_file():
+    runs = parity_runs()
+    if family is None or family not in runs or not (fixture_dir / "manifest.json").is_file():
         found = [f.yaml_name for f in FAMILIES if (fixture_dir / f.yaml_name).is_file()]
-        runnable = ", ".join(f"{f.title} ({f.yaml_name})" for f in FAMILIES if f in RUNS)
+        runnable = ", ".join(f"{f.title} ({f.yaml_name})" for f in FAMILIES if f in runs)
         what = ", ".join(found) or "no model yaml"
         if family is not None and not (fixture_dir / "manifest.json").is_file():
             what += " but no manifest.json (not a golden fixture folder)"
         raise CosyVoiceError(f"{fixture_dir} holds {what}; this engine checks fixtures of {runnable} only")
-    return RUNS[family](fixture_dir, family).run_all()
+    return runs[family](fixture_dir, BACKENDS[family]).run_all()
 
 
 def format_table(results: list[StageResult]) -> str:

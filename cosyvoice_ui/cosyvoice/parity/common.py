@@ -8,12 +8,29 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Protocol
 
 import torch
 
 from ..config import read_yaml
 from ..families import FamilySpec
-from ..registry import backend_for
+
+
+class ParityBackend(Protocol):
+    """What a parity run reads of its family's registry entry (`registry.FamilyBackend`, which names each
+    family's run, so this package does not import it back): the family, the config parser, the text tokenizer,
+    the chunker and the parts' loaders."""
+
+    family: FamilySpec
+    parse_config: Callable[..., Any]
+    text_tokenizer: Callable[..., Any]
+    chunker: Any
+
+    def load_llm(self, config: Any, state_dict: Any, model_dir: Path | None = None) -> Any: ...
+
+    def load_flow(self, config: Any, state_dict: Any) -> Any: ...
+
+    def load_vocoder(self, config: Any, state_dict: Any, model: Any = None) -> Any: ...
 
 
 @dataclass(frozen=True)
@@ -37,12 +54,12 @@ class Fixture:
     """Access to one fixture folder's goldens and manifest, its family's classes (the registry's backend)
     and its parsed yaml."""
 
-    def __init__(self, path: Path, family: FamilySpec) -> None:
+    def __init__(self, path: Path, backend: ParityBackend) -> None:
         from safetensors.torch import load_file
 
         self.path = path
-        self.family = family
-        self.backend = backend_for(family)
+        self.family = family = backend.family
+        self.backend = backend
         self.manifest = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
         self._files = {f.name: load_file(str(f)) for f in sorted(path.glob("*_goldens.safetensors"))}
         self.config = self.backend.parse_config(read_yaml(path / family.yaml_name), family.yaml_name)
@@ -80,8 +97,9 @@ class ParityRun:
 
     checks: tuple[tuple[str, str], ...] = (("frontend", "check_frontend"),)
 
-    def __init__(self, fixture_dir: Path, family: FamilySpec) -> None:
-        self.fx = Fixture(fixture_dir, family)
+    def __init__(self, fixture_dir: Path, backend: ParityBackend) -> None:
+        """backend: the registry's entry of the fixture's family (its classes are what the run checks)."""
+        self.fx = Fixture(fixture_dir, backend)
         self.results: list[StageResult] = []
 
     def add(self, stage: str, ours: torch.Tensor, file: str, key: str, default_tol: float, note: str = "", *,
