@@ -142,7 +142,8 @@ def start_app(work: Path, model_dir: Path | None, clients: int, timeout_s: float
 
 
 def count_files(folder: Path) -> int:
-    return sum(len(files) for _, _, files in os.walk(folder))
+    """Files under `folder`, without a store's one listing index (`.index.json`: written once, not per voice)."""
+    return sum(len([f for f in files if f != ".index.json"]) for _, _, files in os.walk(folder))
 
 
 def proc_status(pid: int) -> dict[str, str]:

@@ -250,11 +250,13 @@ def test_kill_9_while_writing_then_restart_keeps_every_record_whole(tmp_path: Pa
     Handlers(ModelManager("none", idle_unload_s=0), Settings(voices_dir=root), outputs)
     everything = list(root.rglob("*")) + list(outputs.rglob("*"))
     assert not [p.name for p in everything if p.name.endswith(".tmp")], "temp files of killed writers remain"
-    assert not [p.name for p in root.iterdir() if p.name.startswith(".")], "scratch folders remain"
+    # (the store's listing index, `.index.json`, is no scratch: it is kept on purpose)
+    assert not [p.name for p in root.iterdir() if p.name.startswith(".") and p.name != ".index.json"], \
+        "scratch folders remain"
     ids = library.ids()
     assert ids, "the writer never saved a voice"
     for entry in root.iterdir():
-        assert entry.name == "default.json" or entry.name in ids, f"{entry.name} is not a complete voice"
+        assert entry.name in ("default.json", ".index.json") or entry.name in ids, f"{entry.name} is not a complete voice"
     for voice_id in ids:
         voice = library.get(voice_id)
         assert voice is not None, f"{voice_id}: voice.json is unreadable"
