@@ -27,7 +27,7 @@ from ..errors import InvalidRequest
 from ..serving.jobs import JobOptions, SpeechJobs, render_on
 from ..serving.subtitles import Cue, shift
 from ..types import ProgressCallback
-from .common import subtitle_targets, write_audio, write_subtitles
+from .common import build_request, subtitle_targets, write_audio, write_subtitles
 
 log = logging.getLogger(__name__)
 
@@ -175,8 +175,6 @@ class _Utterances:
         self.progress = _retries_only(progress)
 
     def __call__(self, text: str) -> tuple[np.ndarray, list[Cue]]:
-        from .synth import build_request
-
         job = self.speech.prepare(build_request(self.args, text), self.options, self.engine.info)
         result = render_on(self.engine, job, self.speech.resolver, self.progress)
         return result.samples, list(result.cues)

@@ -15,15 +15,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import InvalidRequest
-from ..types import ProgressEvent
+from ..types import Mode, ProgressEvent
 
 if TYPE_CHECKING:
     from ..engine import Engine
     from ..serving.glossary import Glossary, GlossaryStore
-    from ..serving.takes import RetryPolicy
     from ..serving.subtitles import Cue
     from ..settings import Settings
-    from ..types import EngineInfo
 
 # Stages whose messages say where a long job is ("line 3/12 · Bob", "chapter 2/3 · piece 5/20 · ETA 4 min").
 JOB_STAGES = ("line", "book")
@@ -148,14 +146,6 @@ def cli_settings(args) -> Settings:
                     blocked_words_file=getattr(args, "blocked_words", None))
 
 
-def retry_policy(args) -> RetryPolicy:
-    """The bad-take policy of the CLI's flags (the one rule: `serving.jobs.request_policy`); off: never retried."""
-    from ..serving.jobs import request_policy
-    from ..serving.takes import RetryPolicy
-
-    return request_policy(cli_settings(args)) or RetryPolicy(enabled=False, retries=0)
-
-
 def speech_jobs(args, engine: Engine, glossary: Glossary | None = None, loudness: float | None = None):
     """(the speech jobs, the options) of a CLI run on `engine`: every text goes through `SpeechJobs.prepare`
     (glossary, default voice, take policy, the one check) and `render_on` like the app's requests."""
@@ -186,15 +176,6 @@ def load_glossary(value: str | None, store: GlossaryStore) -> Glossary | None:
     if path.is_file() or path.suffix.lower() == ".json":
         return read_glossary_file(path)
     return resolve_glossary(store, str(value))
-
-
-def glossary_filter(glossary: Glossary | None, info: EngineInfo):
-    """A text filter (a script line, a book paragraph → what the model is given), or None without a glossary."""
-    if glossary is None or not glossary.entries:
-        return None
-    from ..serving.glossary import apply_glossary
-
-    return lambda text: apply_glossary(text, glossary, info)
 
 
 def write_audio(path: Path, samples, rate: int, fmt: str | None, loudness: float | None) -> None:
@@ -228,3 +209,25 @@ def subtitle_targets(args, out: Path) -> list[tuple[str, Path]]:
             continue
         targets.append((fmt, Path(value) if str(value) else Path(out).with_suffix(f".{fmt}")))
     return targets
+
+
+def build_request(args, text: str):
+    """The request the synth flags describe, saying `text`."""
+    from ..audio import SOURCE_LIMITS, read_audio
+    from ..types import SynthesisRequest
+    from ..validation import infer_mode
+
+    if args.mode:
+        mode = Mode.parse(args.mode)
+    else:
+        mode = infer_mode(source=bool(args.source_wav), voice=bool(args.prompt_wav or args.voice),
+                          transcript=bool(args.prompt_text.strip() or getattr(args, "voice_transcript", "")),
+                          instruct=bool(args.instruct.strip()))
+    return SynthesisRequest(
+        mode=mode, text=text,
+        prompt_audio=read_audio(args.prompt_wav) if args.prompt_wav else None,
+        prompt_text=args.prompt_text, instruct_text=args.instruct, speaker=args.speaker,
+        source_audio=read_audio(args.source_wav, "source audio", SOURCE_LIMITS) if args.source_wav else None,
+        speed=args.speed, seed=args.seed, stream=args.stream, text_frontend=not args.no_text_frontend,
+        voice_match=args.voice_match,
+    )

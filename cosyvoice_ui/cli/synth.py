@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ..errors import InvalidRequest
 from ..types import Mode
-from .common import (TerminalProgress, cli_settings, glossary_store, load_engine, load_glossary, speech_jobs,
+from .common import (TerminalProgress, build_request, cli_settings, glossary_store, load_engine, load_glossary, speech_jobs,
                      subtitle_targets, write_audio, write_subtitles)
 
 
@@ -153,26 +153,3 @@ def use_saved_voice(engine, args) -> None:
     engine.register_voice(voice.id, library.audio(voice.id), voice.transcript, library.path(voice.id))
     args.speaker = voice.id
     args.voice_transcript = voice.transcript
-
-
-def build_request(args, text: str):
-    """The request the synth flags describe, saying `text`."""
-    from ..audio import SOURCE_LIMITS, read_audio
-    from ..types import SynthesisRequest
-    from ..validation import infer_mode
-
-    if args.mode:
-        mode = Mode.parse(args.mode)
-    else:
-        mode = infer_mode(source=bool(args.source_wav), voice=bool(args.prompt_wav or args.voice),
-                          transcript=bool(args.prompt_text.strip() or getattr(args, "voice_transcript", "")),
-                          instruct=bool(args.instruct.strip()))
-    return SynthesisRequest(
-        mode=mode, text=text,
-        prompt_audio=read_audio(args.prompt_wav) if args.prompt_wav else None,
-        prompt_text=args.prompt_text, instruct_text=args.instruct, speaker=args.speaker,
-        source_audio=read_audio(args.source_wav, "source audio", SOURCE_LIMITS) if args.source_wav else None,
-        speed=args.speed, seed=args.seed, stream=args.stream, text_frontend=not args.no_text_frontend,
-        voice_match=args.voice_match,
-    )
-
