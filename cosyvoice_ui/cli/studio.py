@@ -1,27 +1,28 @@
 """`synth --script` and `synth --book`: long jobs that survive an interrupt.
 
-A script is rendered into a project folder (`studio.project`: script, voice map, takes, seeds), saved after
-every line, then mixed into `--out` with optional stems and subtitles (`studio.mixdown`). A book is read into
-chapters (`studio.book`) and rendered piece by piece by `studio.audiobook.BookJob` into the `--out` folder.
-Rerunning the same command continues either job: what is finished is kept and said so. Ctrl-C stops cleanly
-(exit 130) and prints how to resume.
+A script is read like the Script tab's upload (`studio.workspace.read_script_file`), rendered into a project
+folder (`studio.project`: script, voice map, takes, seeds) by `studio.render.render_project`, saved after every
+line, then mixed into `--out` with optional stems and subtitles (`studio.mixdown`). A book is read into chapters
+(`studio.book`) and rendered piece by piece by `studio.audiobook.BookJob` into the `--out` folder, as the
+Audiobook tab's jobs are. Every line and piece is one speech job (`serving.jobs`, built by `common.speech_jobs`:
+glossary, default voice, `--blocked-words`, take policy, the one check), as on every other surface. Rerunning
+the same command continues either job: what is finished is kept and said so. Ctrl-C stops cleanly (exit 130)
+and prints how to resume.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import InvalidRequest
-from .common import (TerminalProgress, glossary_filter, glossary_store, load_engine, load_glossary, retries_reported,
-                     retry_policy, subtitle_targets, write_audio, write_subtitles)
+from .common import (TerminalProgress, glossary_store, load_engine, load_glossary, retries_reported, speech_jobs,
+                     subtitle_targets, write_audio, write_subtitles)
 
 if TYPE_CHECKING:
-    from ..studio.book import Book
     from ..studio.project import Project
     from ..studio.voice_map import VoiceChoice
     from ..types import Audio, EngineInfo
@@ -36,25 +37,24 @@ EXTRA_KEYS = ("transcript", "instruct")
 def synth_script(args) -> int:
     """Render `args.script` into its project (resuming it), then write the mix, stems and subtitles."""
     from ..audio import check_format
-    from ..serving.default_voice import VoiceResolver
-    from ..serving.voices import VoiceLibrary
     from ..studio.render import render_project
     from ..studio.script import parse_script
+    from ..studio.workspace import read_script_file
 
     out = Path(args.out)
     fmt = check_format(args.format or (out.suffix.lstrip(".") or "wav"))
-    script = read_text(args.script, "script")
+    script = read_script_file(args.script)
     parse_script(script)  # an empty script is refused before the model loads
     folder = Path(args.project) if args.project else out.with_suffix(".project")
     voice_map = read_json(args.voices, "voice map") if args.voices else None  # a typo stops before the model loads
     glossary = load_glossary(args.glossary, glossary_store(args))
-    policy = retry_policy(args)
+    speech, options = speech_jobs(args, None, glossary)  # bad take or blocked-words flags stop before the model
     progress = TerminalProgress()
     engine = load_engine(args, progress)
-    library = VoiceLibrary(args.voices_dir)
     project = open_project(folder, out.stem, script, args, fmt, progress)
     if voice_map is not None:
-        for name, (choice, sample) in read_voice_map(args.voices, engine.info, library.ids(), voice_map).items():
+        for name, (choice, sample) in read_voice_map(args.voices, engine.info, speech.library.ids(),
+                                                     voice_map).items():
             if name not in project.speakers():
                 progress.note(f"note: the voice map names {name!r}, who speaks no line of this script; skipped")
                 continue
@@ -66,8 +66,7 @@ def synth_script(args) -> int:
         progress.note(f"resuming {folder}: {total - todo} of {total} lines are rendered already; "
                       + (f"rendering the other {todo}" if todo else "nothing left to render"))
     try:
-        render_project(project, engine, VoiceResolver(library), policy, progress,
-                       text_filter=glossary_filter(glossary, engine.info))
+        render_project(project, engine, speech, options, progress)
     except KeyboardInterrupt:
         done = _rendered_lines(folder)
         print(f"interrupted: {done} of {total} lines are rendered and saved in the project {folder}; run the same "
@@ -79,7 +78,7 @@ def synth_script(args) -> int:
 def _export_script(project: Project, args, out: Path, fmt: str, folder: Path, progress: TerminalProgress) -> int:
     import numpy as np
 
-    from ..studio.mixdown import mix, stems
+    from ..studio.mixdown import mix, stem_names, stems
 
     samples, rate, cues = mix(project)
     gain = 1.0
@@ -92,14 +91,10 @@ def _export_script(project: Project, args, out: Path, fmt: str, folder: Path, pr
     write_audio(out, samples * gain, rate, fmt, None)
     print(f"wrote {out} ({len(project.lines)} lines, {len(samples) / rate:.2f} s at {rate} Hz; project {folder})")
     if args.stems:
-        used: set[str] = set()
-        for speaker, track in stems(project).items():
-            name = _file_name(speaker)
-            while name.casefold() in used:
-                name += "_"
-            used.add(name.casefold())
+        tracks = stems(project)
+        for speaker, name in stem_names(list(tracks)).items():
             path = Path(args.stems) / f"{name}.{fmt}"
-            write_audio(path, track * gain, rate, fmt, None)
+            write_audio(path, tracks[speaker] * gain, rate, fmt, None)
             print(f"wrote {path} (stem of {speaker})")
     for sub, path in subtitle_targets(args, out):
         write_subtitles(path, cues, sub, speakers=True)
@@ -112,13 +107,13 @@ def _export_script(project: Project, args, out: Path, fmt: str, folder: Path, pr
 def open_project(folder: Path, name: str, script: str, args, fmt: str, progress: TerminalProgress) -> Project:
     """The project in `folder` with `script` (reopened, its unchanged lines keeping their takes), else a new one."""
     from ..studio.project import PROJECT_FILE, Project, Settings
+    from ..studio.workspace import update_script
 
     if (folder / PROJECT_FILE).is_file():
         project = Project.open(folder)
-        if project.script != script:
-            old = {line.id for line in project.lines}
-            project.set_script(script)
-            new = sum(1 for line in project.lines if line.id not in old)
+        changed = project.script != script
+        new = update_script(project, script)
+        if changed:
             progress.note(f"the script changed since the last run: {new} line(s) are new or edited")
     else:
         settings = Settings(format=fmt, seed=1 if args.seed is None else args.seed, speed=args.speed)
@@ -202,10 +197,6 @@ def _beside(anchor: Path, file: str) -> Path:
     return path if path.is_absolute() or path.is_file() else Path(anchor).parent / path
 
 
-def _file_name(name: str) -> str:
-    return re.sub(r"[^\w-]+", "_", str(name).strip(), flags=re.UNICODE).strip("_")[:60] or "speaker"
-
-
 def read_json(path: Path, what: str) -> object:
     try:
         return json.loads(read_text(path, what))
@@ -227,8 +218,6 @@ def read_text(path: Path, what: str) -> str:
 
 def synth_book(args) -> int:
     """Read `args.book` aloud into the folder `args.out`: chapter files + SRTs and one chaptered M4B/MP3."""
-    from ..serving.default_voice import VoiceResolver
-    from ..serving.voices import VoiceLibrary
     from ..studio.audiobook import BookJob, BookSettings
     from ..studio.book import read_book
 
@@ -240,25 +229,21 @@ def synth_book(args) -> int:
         raise InvalidRequest("flags_conflict", f"--out {out_dir.name} is a file; with --book it is the folder the "
                              "chapters and the book are written to")
     glossary = load_glossary(args.glossary, glossary_store(args))
-    policy = retry_policy(args)
+    speech, options = speech_jobs(args, None, glossary)  # bad take or blocked-words flags stop before the model
     progress = TerminalProgress()
     engine = load_engine(args, progress)
-    library = VoiceLibrary(args.voices_dir)
-    choice, sample = book_voice(args, engine.info, library.ids())
-    apply = glossary_filter(glossary, engine.info)
-    if apply is not None:
-        book = spoken_book(book, apply)
+    choice, sample = book_voice(args, engine.info, speech.library.ids())
     job = BookJob(out_dir, book, choice, settings, sample)
     total = len(job.pieces())
-    finished = len(job.finished(engine.info.name))
+    finished = len(job.finished(engine.info.name, glossary))
     if finished:
         progress.note(f"resuming {out_dir}: {finished} of {total} pieces are rendered already; "
                       f"rendering the other {total - finished}")
     try:
         with retries_reported(progress):
-            result = job.run(engine, VoiceResolver(library), policy, progress)
+            result = job.run(engine, speech, options, progress)
     except KeyboardInterrupt:
-        done = len(job.finished(engine.info.name))
+        done = len(job.finished(engine.info.name, glossary))
         print(f"interrupted: {done} of {total} pieces are saved in {out_dir}; run the same command again to "
               "continue", file=sys.stderr)
         return 130
@@ -290,9 +275,3 @@ def book_voice(args, info: EngineInfo, saved: tuple[str, ...]) -> tuple[VoiceCho
         return VoiceChoice("preset", args.speaker, instruct=instruct), None
     return VoiceChoice(instruct=instruct), None
 
-
-def spoken_book(book: Book, apply) -> Book:
-    """The book with the glossary applied to what is read (chapter titles, used for the markers, stay)."""
-    from ..studio.book import Book, Chapter
-
-    return Book(book.title, book.author, [Chapter(c.title, apply(c.text)) for c in book.chapters])

@@ -8,7 +8,13 @@ finished piece; a changed book, voice (or model) or setting starts over and says
 When every piece is there, the chapters are assembled (pieces joined with pauses, one loudness gain for the whole
 book), written as one audio file and one SRT per chapter in `chapters/`, and joined into one M4B or MP3 with
 chapter markers (`studio/chapters.py`). Progress is "book" events with an ETA from the seconds per character
-measured so far in this run. Rendering goes through `serving.takes.guarded_synthesis` (bad takes re-rendered).
+measured so far in this run.
+
+Each piece is one speech job (`serving.jobs`), like a request from any other surface: `SpeechJobs.prepare`
+applies the glossary, fills in the default voice, refuses blocked words, decides the take policy and runs the
+one check (every missing piece is prepared before the first is rendered), and `render_on` runs it on the
+engine (the bad-take guard, the segment clock, subtitles in the book's own words). Pieces are stored raw: the
+whole book gets one loudness gain when it is assembled.
 """
 
 from __future__ import annotations
@@ -30,22 +36,25 @@ from ..audio import DEFAULT_LUFS, audio_hash, check_format, encode, integrated_l
 from ..engine import Engine, raise_if_cancelled, report
 from ..errors import InvalidRequest
 from ..files import sweep_stale_temp, write_atomic
-from ..serving.takes import RetryPolicy, SegmentReport, guarded_synthesis
-from ..types import Audio, ProgressCallback, SynthesisRequest
+from ..serving.jobs import JobOptions, SpeechJob, render_on
+from ..serving.subtitles import Cue, shift, to_srt
+from ..types import Audio, ProgressCallback
 from ..validation import check_speed
 from .book import Book
 from .chapters import ChapterMark, check_book_format, probe_duration, write_chaptered
-from ..serving.subtitles import Cue, SegmentClock, shift, to_srt
 from .voice_map import VoiceChoice, prepare
 
 if TYPE_CHECKING:
-    from ..serving.default_voice import VoiceResolver
+    from ..serving.glossary import Glossary
+    from ..serving.jobs import SpeechJobs
 
 log = logging.getLogger(__name__)
 
 STATE_FILE = "book-state.json"
 STATE_VERSION = 1
 CHAPTER_FORMATS = ("flac", "wav", "mp3")
+# Codes about a piece's words rather than the voice: their errors say where the piece is.
+TEXT_CODES = ("blocked_words", "text_empty", "text_too_long", "text_invalid")
 # Linear: a match can only start right after a sentence mark, and its quote and space runs cannot overlap.
 _SENTENCE_END = re.compile(r"(?<=[.!?…。！？；;])[\"'”’»)\]]*\s+|(?<=[。！？])")
 
@@ -165,6 +174,15 @@ def book_fingerprint(book: Book) -> str:
     return hashlib.sha256(data.encode("utf-8")).hexdigest()
 
 
+def reading_print(glossary: Glossary | None) -> str:
+    """What of a glossary changes the audio (its entries and case rule), as a short digest; "" for none."""
+    if glossary is None or not glossary.entries:
+        return ""
+    data = json.dumps([glossary.case_sensitive, [entry.to_dict() for entry in glossary.entries]], ensure_ascii=False,
+                      sort_keys=True)
+    return hashlib.sha256(data.encode("utf-8")).hexdigest()[:16]
+
+
 def format_eta(seconds: float | None) -> str:
     """"ETA 3 min" style: under a minute → "<1 min", from an hour on → "1 h 05 min"; None → "ETA …"."""
     if seconds is None:
@@ -202,27 +220,36 @@ class BookJob:
     def pieces(self) -> list[Piece]:
         return [piece for chapter in self.plan for piece in chapter]
 
-    def finished(self, engine_name: str = "") -> set[str]:
-        """Keys of the pieces an earlier run finished for this book, voice and settings (for a resume prompt)."""
+    def finished(self, engine_name: str = "", glossary: Glossary | None = None) -> set[str]:
+        """Keys of the pieces an earlier run finished for this book, voice, glossary and settings (for a resume
+        prompt)."""
         state = self._load_state()
-        if not state or self._mismatch(state, engine_name):
+        if not state or self._mismatch(state, engine_name, reading_print(glossary)):
             return set()
         return {p.key for p in self.pieces() if self._is_done(state, p)}
 
     # --- running ----------------------------------------------------------------------------------------------
 
-    def run(self, engine: Engine, resolver: VoiceResolver | None = None, policy: RetryPolicy | None = None,
+    def run(self, engine: Engine, speech: SpeechJobs, options: JobOptions | None = None,
             progress: ProgressCallback | None = None, cancel: threading.Event | None = None) -> BookResult:
-        """Render every missing piece, then write the chapter files, their SRTs and the chaptered book."""
+        """Render every missing piece, then write the chapter files, their SRTs and the chaptered book.
+
+        `speech`: the process's speech jobs; `options`: the glossary and the take switch and retries (pieces are
+        kept raw whatever `options.loudness` says). Every missing piece is prepared, and the voice checked on
+        the model, before anything is written."""
         self.notes = []
-        # the voice is checked (and a default or saved voice registered) once, before any work
-        voice_request = prepare("", self.voice, engine, resolver, seed=self.settings.seed,
-                                sample_audio=self.sample_audio, speed=self.settings.speed)
+        options = replace(options or JobOptions(), loudness=None)
+        glossary = speech.glossary(options.glossary)  # resolved once: an unknown one is refused before any work
+        options = replace(options, glossary=glossary)
+        reading = reading_print(glossary)
+        loaded = self._load_state()
+        kept = loaded is not None and not self._mismatch(loaded, engine.info.name, reading)
+        todo = [p for p in self.pieces() if not (kept and self._is_done(loaded, p))]
+        jobs = self._jobs(todo, engine, speech, options)
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self.pieces_dir.mkdir(exist_ok=True)
         sweep_stale_temp(self.pieces_dir)
-        state = self._start_state(engine.info.name)
-        todo = [p for p in self.pieces() if not self._is_done(state, p)]
+        state = self._start_state(loaded, engine.info.name, reading)
         reused = len(self.pieces()) - len(todo)
         if reused:
             self.notes.append(f"resuming: {reused} of {len(self.pieces())} pieces were finished by an earlier run")
@@ -236,7 +263,7 @@ class BookJob:
                    "book_piece", chapter=piece.chapter + 1, chapters=len(self.plan), piece=piece.index + 1,
                    pieces=len(self.plan[piece.chapter]), eta_s=eta)
             began = time.monotonic()
-            entry = self._render_piece(piece, replace(voice_request, text=piece.text), engine, policy, cancel)
+            entry = self._render_piece(piece, jobs[piece.key], engine, speech, cancel)
             entry["render_s"] = round(time.monotonic() - began, 3)
             state["pieces"][piece.key] = entry
             self._save_state(state)
@@ -254,29 +281,44 @@ class BookJob:
         return (f"chapter {piece.chapter + 1}/{len(self.plan)} · piece {piece.index + 1}/"
                 f"{len(self.plan[piece.chapter])}")
 
-    def _render_piece(self, piece: Piece, request: SynthesisRequest, engine: Engine, policy: RetryPolicy | None,
+    def _jobs(self, pieces: list[Piece], engine: Engine, speech: SpeechJobs,
+              options: JobOptions) -> dict[str, SpeechJob]:
+        """The checked job of every piece (blocked words, lengths, the voice), and the voice checked on the model
+        (registered first) once: a book that cannot be read to the end is refused before any work."""
+        jobs = {}
+        for piece in pieces:
+            try:
+                jobs[piece.key] = prepare(piece.text, self.voice, engine.info, speech, options, self.settings.seed,
+                                          self.sample_audio, self.settings.speed)
+            except InvalidRequest as exc:
+                if exc.code not in TEXT_CODES:
+                    raise
+                raise InvalidRequest(exc.code, f"{self._where(piece)}: {exc.message}",
+                                     **{**exc.params, "piece": piece.key}) from None
+        if pieces:
+            first = jobs[pieces[0].key]
+            speech.resolver.ensure(engine, first.voice)
+            engine.check(first.request)
+        return jobs
+
+    def _render_piece(self, piece: Piece, job: SpeechJob, engine: Engine, speech: SpeechJobs,
                       cancel: threading.Event | None) -> dict:
-        clock, chunks = SegmentClock(), []
-        reports: list[SegmentReport] = []
-        for chunk in guarded_synthesis(engine, request, policy, None, cancel, report=reports):
-            clock.feed(chunk)
-            chunks.append(chunk)
-        if not chunks:
+        rendered = render_on(engine, job, speech.resolver, None, cancel)
+        if not len(rendered.samples):
             raise InvalidRequest("book_piece_silent", f"the voice produced no audio for {self._where(piece)}; "
                                  "edit that paragraph or pick another voice", piece=piece.key)
-        rate = chunks[0].sample_rate
-        samples = np.concatenate([c.samples for c in chunks]).astype(np.float32)
-        write_atomic(self.pieces_dir / f"{piece.key}.flac", encode(samples, rate, "flac"))
-        return {"digest": piece.digest, "samples": int(len(samples)), "rate": int(rate), "chars": len(piece.text),
-                "attempts": sum(r.attempts for r in reports) or 1,
-                "cues": [[round(c.start, 4), round(c.end, 4), c.text] for c in clock.cues(piece.text)]}
+        rate = rendered.sample_rate
+        write_atomic(self.pieces_dir / f"{piece.key}.flac", encode(rendered.samples, rate, "flac"))
+        return {"digest": piece.digest, "samples": int(len(rendered.samples)), "rate": int(rate),
+                "chars": len(piece.text), "attempts": sum(r.attempts for r in rendered.takes) or 1,
+                "cues": [[round(c.start, 4), round(c.end, 4), c.text] for c in rendered.cues]}
 
     # --- state ------------------------------------------------------------------------------------------------
 
     def _voice_print(self, engine_name: str) -> dict:
         return {"choice": self.voice.to_dict(), "sample": audio_hash(self.sample_audio), "model": engine_name}
 
-    def _mismatch(self, state: dict, engine_name: str) -> str:
+    def _mismatch(self, state: dict, engine_name: str, reading: str = "") -> str:
         """Why an existing state cannot be continued ("" when it can)."""
         if state.get("version") != STATE_VERSION:
             return "the progress file is from another version"
@@ -284,21 +326,25 @@ class BookJob:
             return "the book changed since the last run"
         if state.get("voice") != self._voice_print(engine_name):
             return "the voice or the model changed since the last run"
+        if state.get("reading", "") != reading:  # a state from before glossaries were recorded had none
+            return "the pronunciation glossary changed since the last run"
         if state.get("settings") != self.settings.render_settings():
             return "the reading settings (speed, seed, titles, piece size) changed since the last run"
         return ""
 
-    def _start_state(self, engine_name: str) -> dict:
-        state = self._load_state()
+    def _start_state(self, state: dict | None, engine_name: str, reading: str) -> dict:
+        """`state` (as loaded) when it can be continued, else a fresh one (the old pieces removed, `notes` says
+        why)."""
         if state is not None:
-            why = self._mismatch(state, engine_name)
+            why = self._mismatch(state, engine_name, reading)
             if not why:
                 return state
             self.notes.append(f"{why}, so the book is read again from the start")
             for old in self.pieces_dir.glob("*.flac"):
                 old.unlink(missing_ok=True)
         fresh = {"version": STATE_VERSION, "title": self.book.title, "book": book_fingerprint(self.book),
-                 "voice": self._voice_print(engine_name), "settings": self.settings.render_settings(), "pieces": {}}
+                 "voice": self._voice_print(engine_name), "settings": self.settings.render_settings(),
+                 "reading": reading, "pieces": {}}
         self._save_state(fresh)
         return fresh
 

@@ -1,9 +1,10 @@
-"""What the Audiobook tab does, without Gradio: read an uploaded book, start or resume its job under
-`projects_dir/books/<name>` (`studio.audiobook.BookJob`), and list the jobs a restart left unfinished.
+"""The audiobook jobs of one process, without Gradio: read an uploaded book, start or resume its job under
+`projects_dir/books/<name>` (`audiobook.BookJob`), and list the jobs a restart left unfinished. The Audiobook
+tab drives it; the CLI's `--book` runs the same `BookJob` in a folder of its own.
 
 Each job folder keeps what a resume needs besides `BookJob`'s own state: a copy of the book (`source.<ext>`), the
-voice and its sample (`voice.flac`), the book format and the glossary (`ui-job.json`). The model work runs inside
-`ModelManager.job()` like every other job.
+voice and its sample (`voice.flac`), the book format and the glossary (`ui-job.json`). The pieces are the
+process's speech jobs (`serving.jobs`) in a slot of its model queue, like every other job.
 """
 
 from __future__ import annotations
@@ -11,21 +12,19 @@ from __future__ import annotations
 import json
 import shutil
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..audio import encode, read_audio
 from ..errors import InvalidRequest
 from ..files import write_atomic
-from ..serving.glossary import apply_glossary
-from ..serving.takes import RetryPolicy
-from ..studio.audiobook import BookJob, BookResult, BookSettings, state_summary
-from ..studio.book import BOOK_EXTENSIONS, Book, Chapter, read_book
+from ..serving.jobs import JobOptions
 from ..store_index import check_room, entries_of
-from ..studio.voice_map import VoiceChoice
-from ..types import ProgressEvent
-from .studio_handlers import StudioHandlers, VoiceRow, choice_of_row, folder_name, retry_policy
+from ..types import ProgressCallback
+from .audiobook import BookJob, BookResult, BookSettings, state_summary
+from .book import BOOK_EXTENSIONS, Book, read_book
+from .voice_map import VoiceChoice
+from .workspace import VoiceRow, Workspace, choice_of_row, folder_name
 
 JOB_FILE = "ui-job.json"
 SAMPLE_FILE = "voice.flac"
@@ -38,12 +37,13 @@ class Unfinished:
     finished: int  # pieces done
 
 
-class BookHandlers:
-    """The audiobook jobs of one app, beside the script projects (`studio`: the Script tab's handlers)."""
+class Bookshelf:
+    """The audiobook jobs of one process, beside its script projects (`workspace`: their locks, settings and
+    speech jobs)."""
 
-    def __init__(self, studio: StudioHandlers) -> None:
-        self.studio = studio
-        self.root = studio.root / "books"
+    def __init__(self, workspace: Workspace) -> None:
+        self.workspace = workspace
+        self.root = workspace.root / "books"
 
     def read(self, path: str | None) -> Book:
         if not path:
@@ -67,15 +67,16 @@ class BookHandlers:
                                                                   int(summary["finished"]))))
         return [item for _, item in sorted(found, key=lambda pair: pair[0], reverse=True)]
 
-    def start(self, path: str | None, row: VoiceRow, book_format: str = "m4b", glossary=None,
-              progress: Callable[[ProgressEvent], None] | None = None, cancel: threading.Event | None = None,
-              policy: RetryPolicy | None = None) -> BookResult:
-        """Read the uploaded book and run its job (a second start of the same book continues where it stopped)."""
+    def start(self, path: str | None, row: VoiceRow, book_format: str = "m4b", options: JobOptions | None = None,
+              progress: ProgressCallback | None = None, cancel: threading.Event | None = None) -> BookResult:
+        """Read the uploaded book and run its job (a second start of the same book continues where it stopped).
+        `options`: the glossary (a saved one is kept for a resume), the take switch and retries."""
+        options = self.workspace.options(options)  # an unknown glossary is refused before any files are made
         book = self.read(path)
         folder = self.folder_of(book, path)
         if not folder.is_dir():  # a new job (a second start of the same book continues the old one)
             jobs = sum(1 for entry in entries_of(self.root) if entry.is_dir())
-            check_room(jobs, self.studio.settings.max_projects, "audiobook", "--max-projects")
+            check_room(jobs, self.workspace.settings.max_projects, "audiobook", "--max-projects")
         folder.mkdir(parents=True, exist_ok=True)
         source = folder / f"source{Path(path).suffix.lower()}"
         if Path(path).resolve() != source.resolve():
@@ -84,46 +85,39 @@ class BookHandlers:
         if audio is not None:  # stored and read back, so a resume sees the very same samples
             write_atomic(folder / SAMPLE_FILE, encode(audio.samples, audio.sample_rate, "flac"))
             choice = replace(choice, value=SAMPLE_FILE)
-        glossary_id = glossary if isinstance(glossary, str) else ""
+        glossary_id = options.glossary.id if options.glossary is not None else ""  # an inline one has no id
         _write_job(folder, {"source": source.name, "voice": choice.to_dict(), "format": book_format,
                             "glossary": glossary_id, "done": False})
-        return self._run(folder, progress, cancel, glossary, policy)
+        return self._run(folder, options, progress, cancel)
 
-    def resume(self, folder: str, glossary=None, progress: Callable[[ProgressEvent], None] | None = None,
-               cancel: threading.Event | None = None, policy: RetryPolicy | None = None) -> BookResult:
-        """Continue an unfinished job (after Stop, a crash or a restart): finished pieces are kept."""
+    def resume(self, folder: str, options: JobOptions | None = None, progress: ProgressCallback | None = None,
+               cancel: threading.Event | None = None) -> BookResult:
+        """Continue an unfinished job (after Stop, a crash or a restart): finished pieces are kept. The job's own
+        saved glossary, when it had one, wins over `options.glossary`."""
         path = self.root / Path(str(folder or "")).name
         if not folder or _read_job(path) is None:
             raise InvalidRequest("book_missing", "this unfinished audiobook's files are gone; upload the book again")
-        return self._run(path, progress, cancel, glossary, policy)
+        return self._run(path, options or JobOptions(), progress, cancel)
 
-    def _run(self, folder: Path, progress, cancel, glossary=None, policy: RetryPolicy | None = None) -> BookResult:
+    def _run(self, folder: Path, options: JobOptions, progress: ProgressCallback | None,
+             cancel: threading.Event | None) -> BookResult:
         job_data = _read_job(folder) or {}
         source = folder / str(job_data.get("source", ""))
         if not source.is_file() or source.suffix.lower() not in BOOK_EXTENSIONS:
             raise InvalidRequest("book_missing", "this unfinished audiobook's book file is gone; upload the book "
                                  "again")
         book = read_book(source)
-        chosen = self.studio.glossary_of(job_data.get("glossary") or glossary)
+        options = self.workspace.options(replace(options, glossary=job_data.get("glossary") or options.glossary))
         choice = VoiceChoice.from_dict(job_data.get("voice"))
         sample = read_audio(folder / SAMPLE_FILE, what="sample recording") \
             if choice.kind == "sample" and (folder / SAMPLE_FILE).is_file() else None
         settings = BookSettings(book_format=str(job_data.get("format") or "m4b"))
-        with self.studio.busy(f"books/{folder.name}"):
-            with self.studio.model_job(progress, cancel) as engine:
-                read = with_glossary(book, chosen, engine.info)
-                job = BookJob(folder, read, choice, settings, sample_audio=sample)
-                result = job.run(engine, self.studio.resolver, policy or retry_policy(self.studio.settings), progress,
-                                 cancel)
+        with self.workspace.busy(f"books/{folder.name}"):
+            with self.workspace.model_job(progress, cancel) as engine:
+                job = BookJob(folder, book, choice, settings, sample_audio=sample)
+                result = job.run(engine, self.workspace.speech, options, progress, cancel)
         _write_job(folder, {**job_data, "done": True})
         return result
-
-
-def with_glossary(book: Book, glossary, info) -> Book:
-    """The book with the glossary applied to each chapter's text (titles are kept: they name the chapter marks)."""
-    if glossary is None:
-        return book
-    return replace(book, chapters=[Chapter(c.title, apply_glossary(c.text, glossary, info)) for c in book.chapters])
 
 
 def chapter_rows(book: Book) -> list[tuple[int, str, int]]:

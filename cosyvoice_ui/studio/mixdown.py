@@ -93,16 +93,26 @@ def export(project: Project, folder: Path | None = None, fmt: str | None = None,
     base = _file_name(project.name)
     written = [_write(folder / f"{base}.{fmt}", encode(samples, rate, fmt))]
     if include_stems:
-        used: set[str] = set()
-        for speaker, track in stems(project, loudness).items():
-            stem = _file_name(speaker)
-            while stem.casefold() in used:  # "Bob!" and "Bob?" must not share a file
-                stem += "_"
-            used.add(stem.casefold())
-            written.append(_write(folder / f"{base}.{stem}.{fmt}", encode(track, rate, fmt)))
+        tracks = stems(project, loudness)
+        for speaker, stem in stem_names(list(tracks)).items():
+            written.append(_write(folder / f"{base}.{stem}.{fmt}", encode(tracks[speaker], rate, fmt)))
     for sub in formats:
         written.append(_write(folder / f"{base}.{sub}", render(cues, sub, speakers=True).encode("utf-8")))
     return written
+
+
+def stem_names(speakers: list[str]) -> dict[str, str]:
+    """Speaker → the file name of their stem: safe characters only, and one per speaker ("Bob!" and "Bob?" must
+    not share a file). The export's and the CLI's `--stems`."""
+    names: dict[str, str] = {}
+    used: set[str] = set()
+    for speaker in speakers:
+        name = _file_name(speaker, "speaker")
+        while name.casefold() in used:
+            name += "_"
+        used.add(name.casefold())
+        names[speaker] = name
+    return names
 
 
 def _write(path: Path, data: bytes) -> Path:
@@ -110,8 +120,8 @@ def _write(path: Path, data: bytes) -> Path:
     return path
 
 
-def _file_name(name: str) -> str:
-    return re.sub(r"[^\w-]+", "_", str(name).strip(), flags=re.UNICODE).strip("_")[:60] or "project"
+def _file_name(name: str, fallback: str = "project") -> str:
+    return re.sub(r"[^\w-]+", "_", str(name).strip(), flags=re.UNICODE).strip("_")[:60] or fallback
 
 
 def _resampled(samples: np.ndarray, rate_in: int, rate_out: int) -> np.ndarray:

@@ -42,7 +42,7 @@ class Settings:
     """How a project renders and mixes: silence between lines, retries of bad takes, export format."""
 
     gap_s: float = 0.4
-    retries: int = 2
+    retries: int | None = None  # the most retries of a bad take; None: as many as the server's policy says
     format: str = "wav"
     speed: float = 1.0
     seed: int = 1  # the first take of each line derives its seed from this and the line's id
@@ -51,9 +51,9 @@ class Settings:
         if not 0.0 <= float(self.gap_s) <= MAX_GAP_S:
             raise InvalidRequest("gap_out_of_range", f"the gap between lines is {self.gap_s} s; pick 0-{MAX_GAP_S:g} s",
                                  gap=self.gap_s, max=MAX_GAP_S)
-        if not 0 <= int(self.retries) <= MAX_RETRIES:
-            raise InvalidRequest("retries_out_of_range", f"retries is {self.retries}; pick 0 (off) to {MAX_RETRIES}",
-                                 retries=self.retries, max=MAX_RETRIES)
+        if self.retries is not None and not 0 <= int(self.retries) <= MAX_RETRIES:
+            raise InvalidRequest("retries_out_of_range", f"retries is {self.retries}; pick 0 (check only) to "
+                                 f"{MAX_RETRIES}", retries=self.retries, max=MAX_RETRIES)
         self.format = check_format(self.format)
         check_speed(float(self.speed))
         check_seed(int(self.seed))

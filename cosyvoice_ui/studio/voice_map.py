@@ -4,7 +4,8 @@ A `VoiceChoice` is one of: the model's default voice, a saved voice, a preset sp
 recording (kept in the project's `voices/` folder). Any of them may carry a style instruction: CosyVoice2/3
 follow it in the chosen voice; CosyVoice-300M-Instruct follows it with a preset. `request_for` picks the mode
 from the choice and what the loaded model can do, and refuses (`InvalidRequest`) a voice the model cannot use
-before any work. `VoiceMemory` remembers name → choice across projects.
+before any work; `prepare` makes that request the checked speech job every surface runs (`serving.jobs`).
+`VoiceMemory` remembers name → choice across projects.
 
 Nothing here imports torch.
 """
@@ -23,8 +24,8 @@ from ..known_models import mode_hint, models_for, name_list
 from ..types import Audio, EngineInfo, Mode, SynthesisRequest
 
 if TYPE_CHECKING:
-    from ..engine import Engine
-    from ..serving.default_voice import VoiceResolver
+    from ..serving.default_voice import VoiceRef, VoiceResolver
+    from ..serving.jobs import JobOptions, SpeechJob, SpeechJobs
 
 log = logging.getLogger(__name__)
 
@@ -117,40 +118,43 @@ def request_for(text: str, choice: VoiceChoice, info: EngineInfo, seed: int | No
                    prompt_text=transcript if mode is Mode.ZERO_SHOT else "")
 
 
-def prepare(text: str, choice: VoiceChoice, engine: Engine, resolver: VoiceResolver | None,
-            seed: int | None = None, sample_audio: Audio | None = None, speed: float = 1.0) -> SynthesisRequest:
-    """`request_for` plus what running it needs: the default voice filled in and a saved (or built-in)
-    voice registered with `engine`. The one way studio code turns a choice into a runnable request."""
-    info = engine.info
+def prepare(text: str, choice: VoiceChoice, info: EngineInfo, speech: SpeechJobs, options: JobOptions,
+            seed: int | None = None, sample_audio: Audio | None = None, speed: float = 1.0) -> SpeechJob:
+    """The checked speech job that says `text` in `choice`'s voice: `request_for`, then `SpeechJobs.prepare`
+    like every surface's request (glossary, default voice, blocked words, take policy, the one check). The one
+    way studio code turns a choice into work; `render_on` registers its voice with the engine."""
     saved_transcript = None
-    if choice.kind == "saved" and resolver is not None and resolver.library is not None:
-        voice = resolver.library.get(choice.value.strip())
+    if choice.kind == "saved" and speech.library is not None:
+        voice = speech.library.get(choice.value.strip())
         if voice is None:
             raise InvalidRequest("voice_unknown", f"there is no saved voice {choice.value!r}; save it first or "
                                  "pick another voice for this name", voice=choice.value)
         saved_transcript = voice.transcript
     request = request_for(text, choice, info, seed, sample_audio, speed, saved_transcript)
-    if resolver is None:
-        return request
-    if choice.kind == "default":
-        request, ref = resolver.apply(request, info, mode_given=False)
-        if request.mode is Mode.INSTRUCT and info.instruct_voice and not request.speaker:
-            # The default is a preset, but CosyVoice2/3 follow an instruction in a cloned voice: use the
-            # built-in example voice for it.
-            from ..serving.default_voice import BUILTIN_ID
+    builtin = _instructed_default(request, choice, info, speech.resolver)
+    if builtin is not None:
+        request = replace(request, speaker=builtin.id)
+    # mode_given=False: a line for the default voice is an sft request the default may turn into a clone
+    job = speech.prepare(request, replace(options, mode_given=False), info)
+    return replace(job, voice=builtin) if builtin is not None else job
 
-            ref = resolver.lookup(BUILTIN_ID, info)
-            if ref is None:
-                raise InvalidRequest("voice_unusable", f"{info.name} follows an instruction in a cloned voice; pick "
-                                     "a saved voice or a sample recording for this name", model=info.name,
-                                     kind="default")
-            request = replace(request, speaker=ref.id)
-        resolver.ensure(engine, ref)
-    elif choice.kind == "saved":
-        from ..serving.default_voice import VoiceRef
 
-        resolver.ensure(engine, VoiceRef("saved", choice.value.strip(), saved_transcript or ""))
-    return request
+def _instructed_default(request: SynthesisRequest, choice: VoiceChoice, info: EngineInfo,
+                        resolver: VoiceResolver) -> VoiceRef | None:
+    """The built-in example voice for the default voice with an instruction on CosyVoice2/3, which follow an
+    instruction in a cloned voice, when the default voice is a preset (or none); None when the default serves."""
+    if choice.kind != "default" or request.mode is not Mode.INSTRUCT or not info.instruct_voice:
+        return None
+    default = resolver.default(info)
+    if default is not None and not default.is_preset:
+        return None
+    from ..serving.default_voice import BUILTIN_ID
+
+    builtin = resolver.lookup(BUILTIN_ID, info)
+    if builtin is None:
+        raise InvalidRequest("voice_unusable", f"{info.name} follows an instruction in a cloned voice; pick "
+                             "a saved voice or a sample recording for this name", model=info.name, kind="default")
+    return builtin
 
 
 def choice_from_name(value: str, info: EngineInfo | None = None, saved: tuple[str, ...] = ()) -> VoiceChoice:

@@ -1,8 +1,11 @@
-"""What the Script tab does, without Gradio: projects under `settings.projects_dir`, the voice of each name,
-rendering (all lines, or one line again), locks, takes and exports.
+"""The script projects of one process, without Gradio: projects under `settings.projects_dir`, the voice of
+each name, rendering (all lines, or one line again), locks, takes and exports. The Script tab drives it (and
+the Audiobook tab shares its locks and voice memory, `books.py`); the CLI's `--script` shares its pieces that
+do the same thing (`read_script_file`, `update_script`).
 
-Every model job goes through `ModelManager.job()` (the one queue, the idle-unload rule); the work itself is
-`studio/` (`render_project`, `render_line`, `mixdown.export`). Errors are `InvalidRequest`s for the widget code to
+Every render is the process's speech jobs (`serving.jobs.SpeechJobs`, the one pipeline of every surface) in a
+slot of its model queue (`ModelManager.job()`: the one queue, the idle-unload rule); the work itself is
+`render_project`, `render_line` and `mixdown.export`. Errors are `InvalidRequest`s for the widget code to
 translate; nothing here builds a widget.
 """
 
@@ -14,27 +17,29 @@ import re
 import threading
 import time
 import unicodedata
-import weakref
 import zipfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ..audio import DEFAULT_LUFS
+from ..audio import DEFAULT_LUFS, PROMPT_LIMITS, read_audio
 from ..errors import InvalidRequest
 from ..files import write_atomic
-from ..serving.glossary import Glossary, GlossaryStore, apply_glossary, resolve_glossary
-from ..serving.takes import RetryPolicy
-from ..settings import Settings
+from ..serving.jobs import JobOptions
 from ..store_index import StoreIndex, check_room, entries_of
-from ..studio import mixdown
-from ..studio.project import PROJECT_FILE, Project, Take
-from ..studio.render import RenderSummary, render_line, render_project
-from ..studio.voice_map import VoiceChoice, VoiceMemory
-from ..types import ProgressEvent
-from .requests import prompt_from_file
+from ..types import ProgressCallback
+from . import mixdown
+from .project import PROJECT_FILE, Project, Take
+from .render import RenderSummary, render_line, render_project
+from .textclean import NotText, decode_document
+from .voice_map import VoiceChoice, VoiceMemory
+
+if TYPE_CHECKING:
+    from ..serving.jobs import SpeechJobs
 
 EXPORT_PARTS = ("mix", "stems_zip", "stems", "srt", "vtt")
+MAX_SCRIPT_BYTES = 2 * 2**20  # the most script text a file may hold (`script.MAX_SCRIPT_CHARS` characters)
 MAX_NAME_CHARS = 80
 MAX_RECORD_BYTES = 32 * 2**20  # a project.json this big is listed by its folder name, not read
 BUSY_WAIT_S = 2.0  # a quick edit waits this long for the project's lock before it is refused
@@ -52,13 +57,34 @@ class VoiceRow:
     instruct: str = ""
 
 
-def retry_policy(settings: Settings) -> RetryPolicy:
-    """The settings' bad-take policy (`--take-retries`, `--no-take-check`)."""
+def read_script_file(path: str | Path | None) -> str:
+    """A script file's text (UTF-8, UTF-16 with or without a BOM, GB18030), control characters dropped; a binary
+    file is refused by looking at all of it. The Script tab's upload and the CLI's `--script`."""
+    if not path:
+        return ""
     try:
-        from ..serving.takes import policy_from_settings  # the shared helper, once serving/takes.py has it
-    except ImportError:
-        return RetryPolicy(enabled=bool(settings.check_takes), retries=max(0, int(settings.take_retries)))
-    return policy_from_settings(settings)
+        with open(Path(path), "rb") as file:
+            data = file.read(MAX_SCRIPT_BYTES + 1)
+    except OSError as exc:
+        raise InvalidRequest("file_unreadable", f"cannot read the script {Path(path).name!r} "
+                             f"({exc.strerror or 'unreadable'}); check the path", file=Path(path).name) from None
+    if len(data) > MAX_SCRIPT_BYTES:
+        raise InvalidRequest("script_too_big", "the script file is over 2 MB; split it into several projects")
+    try:
+        return decode_document(data)
+    except NotText:
+        raise InvalidRequest("script_unreadable", "the script file is not text; save it as UTF-8 text and try "
+                             "again") from None
+
+
+def update_script(project: Project, script: str) -> int:
+    """Give `project` the text `script` (lines that did not change keep their takes): how many lines are new
+    or edited."""
+    if script == project.script:
+        return 0
+    before = {line.id for line in project.lines}
+    project.set_script(script)
+    return sum(1 for line in project.lines if line.id not in before)
 
 
 def folder_name(name: str) -> str:
@@ -107,7 +133,7 @@ def choice_of_row(row: VoiceRow, stored: VoiceChoice | None) -> tuple[VoiceChoic
         if stored is not None and stored.kind == "sample" and stored.value and row.sample \
                 and Path(row.sample).name == Path(stored.value).name:
             return VoiceChoice("sample", stored.value, transcript, instruct), None
-        audio = prompt_from_file(row.sample, "prompt audio")
+        audio = read_audio(Path(row.sample), "prompt audio", PROMPT_LIMITS) if row.sample else None
         if audio is None:
             raise InvalidRequest("voice_sample_missing", "give a sample recording for this name (upload or record "
                                  "one)", sample="")
@@ -115,15 +141,14 @@ def choice_of_row(row: VoiceRow, stored: VoiceChoice | None) -> tuple[VoiceChoic
     return VoiceChoice("default", instruct=instruct), None
 
 
-class StudioHandlers:
-    """The Script tab's work for one app: `manager` (the model queue), `settings`, the `VoiceResolver` the other
-    tabs use (default voice, saved voices)."""
+class Workspace:
+    """The script projects of one process, rendered through its speech jobs (`speech`: the model queue, the
+    settings, the default and saved voices, the glossaries, the blocked words)."""
 
-    def __init__(self, manager, settings: Settings, resolver=None) -> None:
-        self.manager = manager
-        self.settings = settings
-        self.resolver = resolver
-        self.root = Path(settings.projects_dir)
+    def __init__(self, speech: SpeechJobs) -> None:
+        self.speech = speech
+        self.settings = speech.settings
+        self.root = Path(self.settings.projects_dir)
         self.memory = VoiceMemory(self.root / "voices.json")
         self.index = StoreIndex(self.root, self._records, _project_summary)  # listings read changed files only
         self._locks: dict[str, threading.Lock] = {}
@@ -209,8 +234,7 @@ class StudioHandlers:
             folder = project.folder.name
         with self.busy(folder):
             project = self.open(folder)
-            if script != project.script:
-                project.set_script(script)
+            update_script(project, script)
             for speaker in project.speakers():
                 row = rows.get(speaker)
                 if row is None:
@@ -233,30 +257,26 @@ class StudioHandlers:
 
     # --- rendering ---------------------------------------------------------------------------------------
 
-    def glossary_of(self, value) -> Glossary | None:
-        """The chosen glossary (a saved id, an inline table, None) — see `serving.glossary.resolve_glossary`;
-        an id whose glossary was deleted since is refused (`glossary_unknown`)."""
-        if value in (None, "", {}):
-            return None
-        store = GlossaryStore(Path(self.settings.glossary_dir), self.settings.max_glossaries)
-        return resolve_glossary(store, value)
+    def options(self, options: JobOptions | None) -> JobOptions:
+        """`options` with its glossary resolved (a saved id, an inline table): one whose glossary was deleted since
+        is refused (`glossary_unknown`) before the model queue is joined."""
+        options = options or JobOptions()
+        return replace(options, glossary=self.speech.glossary(options.glossary))
 
-    def render_all(self, folder: str, glossary=None, progress: Callable[[ProgressEvent], None] | None = None,
-                   cancel: threading.Event | None = None, policy: RetryPolicy | None = None) -> RenderSummary:
+    def render_all(self, folder: str, options: JobOptions | None = None, progress: ProgressCallback | None = None,
+                   cancel: threading.Event | None = None) -> RenderSummary:
         """Render every line without an up-to-date take, in order (a stopped render resumes here: each line is
-        saved when it is done)."""
-        chosen = self.glossary_of(glossary)
+        saved when it is done). `options`: the glossary, the take switch and retries (see `render_project`)."""
+        options = self.options(options)
         with self.busy(folder):
             project = self.open(folder)
             with self.model_job(progress, cancel) as engine:
-                return render_project(project, engine, self.resolver, policy or retry_policy(self.settings), progress,
-                                      cancel, only_missing=True, text_filter=_filter(chosen, engine.info))
+                return render_project(project, engine, self.speech, options, progress, cancel, only_missing=True)
 
-    def regenerate(self, folder: str, line_id: str, text: str | None = None, glossary=None,
-                   progress: Callable[[ProgressEvent], None] | None = None,
-                   cancel: threading.Event | None = None, policy: RetryPolicy | None = None) -> Take:
+    def regenerate(self, folder: str, line_id: str, text: str | None = None, options: JobOptions | None = None,
+                   progress: ProgressCallback | None = None, cancel: threading.Event | None = None) -> Take:
         """A new take of one line with a new seed; with `text`, the line's words are changed first."""
-        chosen = self.glossary_of(glossary)
+        options = self.options(options)
         with self.busy(folder):
             project = self.open(folder)
             line = project.line(line_id)
@@ -264,8 +284,7 @@ class StudioHandlers:
                 project.edit_line(line_id, text)
                 project.save()
             with self.model_job(progress, cancel) as engine:
-                return render_line(project, line_id, engine, self.resolver, policy or retry_policy(self.settings),
-                                   progress=progress, cancel=cancel, text_filter=_filter(chosen, engine.info))
+                return render_line(project, line_id, engine, self.speech, options, progress=progress, cancel=cancel)
 
     def set_lock(self, folder: str, line_id: str, on: bool) -> Project:
         with self.busy(folder):
@@ -281,9 +300,9 @@ class StudioHandlers:
             project.save()
             return project
 
-    def model_job(self, progress, cancel):
-        """The manager's job (the one model queue; holds the model so idle unload waits), reporting the queue."""
-        return self.manager.job(progress=progress, cancel=cancel)
+    def model_job(self, progress: ProgressCallback | None, cancel: threading.Event | None):
+        """A slot of the model queue (holds the model so idle unload waits), reporting the queue."""
+        return self.speech.manager.job(progress=progress, cancel=cancel)
 
     # --- export ------------------------------------------------------------------------------------------
 
@@ -313,17 +332,6 @@ class StudioHandlers:
         return out
 
 
-_SHARED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def studio_for(page) -> StudioHandlers:
-    """The app's one `StudioHandlers` (the Script and Audiobook tabs share its project locks and voice memory)."""
-    found = _SHARED.get(page.handlers)
-    if found is None:
-        found = _SHARED[page.handlers] = StudioHandlers(page.manager, page.settings, page.handlers.resolver)
-    return found
-
-
 def _check_fits(speaker: str, transcript: str, sample) -> None:
     """A sample's transcript must fit its length (a wrong one breaks the clone): checked before any work."""
     if sample is None:
@@ -337,13 +345,6 @@ def _check_fits(speaker: str, transcript: str, sample) -> None:
             from None
 
 
-def _filter(glossary: Glossary | None, info) -> Callable[[str], str] | None:
-    """render's `text_filter`: the glossary applied to each line before it is spoken."""
-    if glossary is None:
-        return None
-    return lambda text: apply_glossary(text, glossary, info)
-
-
 def _zip(path: Path, files: list[Path]) -> Path:
     import io
 
@@ -353,39 +354,3 @@ def _zip(path: Path, files: list[Path]) -> Path:
             archive.write(file, file.name)
     write_atomic(path, buffer.getvalue())
     return path
-
-
-def stream_work(work: Callable[[Callable[[ProgressEvent], None]], object], cancel: threading.Event) \
-        -> Iterator[ProgressEvent | tuple[str, object]]:
-    """Run `work(progress)` on a worker thread and yield its progress events as they come, then ("done",
-    result); an exception is raised here. Leaving early (the browser stopped the event) sets `cancel`."""
-    import queue
-
-    events: queue.Queue = queue.Queue()
-    outcome: dict = {}
-
-    def target() -> None:
-        try:
-            outcome["result"] = work(events.put)
-        except BaseException as exc:  # handed to the caller's thread
-            outcome["error"] = exc
-        finally:
-            events.put(None)
-
-    thread = threading.Thread(target=target, name="studio-job", daemon=True)
-    thread.start()
-    finished = False
-    try:
-        while True:
-            event = events.get()
-            if event is None:
-                finished = True
-                break
-            yield event
-    finally:
-        if not finished:
-            cancel.set()
-    thread.join()
-    if "error" in outcome:
-        raise outcome["error"]
-    yield "done", outcome.get("result")

@@ -21,14 +21,14 @@ from .notices import build_notices
 from .options import build_options
 from .page import Page
 from .saved_voices import SavedVoices
+from .studio.book_tab import build_book
+from .studio.script_tab import build_script
 from .tabs.clone import build_clone
 from .tabs.convert import build_convert
 from .tabs.cross import build_cross
-from .tabs.book import build_book
 from .tabs.glossary import build_glossary
 from .tabs.history import build_history
 from .tabs.preset import build_preset
-from .tabs.script import build_script
 
 
 def build_ui(manager: ModelManager, settings: Settings, output_dir: Path | None = None, voices=None, share=None,

@@ -230,7 +230,7 @@ MESSAGES_ZH: dict[str, str] = {
     "take_empty": "模型没有为这一句生成声音；请修改文本或重新生成。",
     "lines_missing": "还有 {count} 句没有生成；请先点击“全部生成”再导出。",
     "gap_out_of_range": "句间停顿 {gap} 秒超出范围；请选择 0-{max} 秒。",
-    "retries_out_of_range": "重试次数 {retries} 超出范围；请选择 0（关闭）到 {max}。",
+    "retries_out_of_range": "重试次数 {retries} 超出范围；请选择 0（只检查，不重试）到 {max}。",
     "export_nothing": "请至少勾选一项导出内容（混音、分轨或字幕）。",
     # voices of names (studio/voice_map.py)
     "voice_unusable": "当前模型 {model} 无法使用这个声音；请为这个名字换一种声音（或加载支持它的模型）。",

@@ -579,7 +579,7 @@ def test_titles_render_as_text_in_markdown(title: str) -> None:
     from markdown_it import MarkdownIt
 
     from cosyvoice_ui.ui.markup import plain
-    from cosyvoice_ui.ui.tabs.book import chapters_markdown
+    from cosyvoice_ui.ui.studio.book_tab import chapters_markdown
 
     rendered = MarkdownIt("commonmark").render(plain(title))
     assert rendered.startswith("<p>") and rendered.endswith("</p>\n") and rendered.count("<") == 2, rendered

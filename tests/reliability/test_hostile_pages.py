@@ -456,10 +456,12 @@ def test_wrong_passwords_and_keys_back_off_with_retry_after(tmp_path: Path) -> N
 
 
 def test_projects_have_a_cap_nfkc_folders_and_an_indexed_list(tmp_path: Path, monkeypatch) -> None:
-    from cosyvoice_ui.ui import studio_handlers
-    from cosyvoice_ui.ui.studio_handlers import StudioHandlers
+    from cosyvoice_ui.serving.jobs import SpeechJobs
+    from cosyvoice_ui.studio import workspace
+    from cosyvoice_ui.studio.workspace import Workspace
 
-    studio = StudioHandlers(fake_manager(), Settings(projects_dir=tmp_path / "projects", max_projects=3))
+    settings = Settings(projects_dir=tmp_path / "projects", glossary_dir=tmp_path / "glossaries", max_projects=3)
+    studio = Workspace(SpeechJobs(fake_manager(), settings))
     studio.create("Radio play", "Alice: Hi.\nBob: Hello.")
     with pytest.raises(InvalidRequest) as twin:
         studio.create("Ｒａｄｉｏ play", "Alice: Hi.")  # a full-width look-alike is the same project
@@ -470,9 +472,9 @@ def test_projects_have_a_cap_nfkc_folders_and_an_indexed_list(tmp_path: Path, mo
         studio.create("Fourth", "Hi.")
     assert full.value.code == "project_store_limit" and "--max-projects" in full.value.message
     reads = []
-    original = studio_handlers._project_summary
-    monkeypatch.setattr(studio_handlers, "_project_summary",
+    original = workspace._project_summary
+    monkeypatch.setattr(workspace, "_project_summary",
                         lambda folder, record: reads.append(folder) or original(folder, record))
-    again = StudioHandlers(fake_manager(), Settings(projects_dir=tmp_path / "projects", max_projects=3))
+    again = Workspace(SpeechJobs(fake_manager(), settings))
     assert sorted(name for name, _ in again.projects()) == ["Radio play", "Second", "Third"]
     assert reads == []  # listed from the index file, no project.json read

@@ -15,7 +15,7 @@ import soundfile as sf
 
 from cosyvoice_ui.audio import ensure_ffmpeg, integrated_loudness
 from cosyvoice_ui.errors import Cancelled, InvalidRequest
-from cosyvoice_ui.serving.takes import RetryPolicy
+from cosyvoice_ui.serving.jobs import JobOptions, SpeechJobs
 from cosyvoice_ui.studio.audiobook import STATE_FILE, BookJob, BookSettings, format_eta, split_pieces
 from cosyvoice_ui.studio.book import Book, Chapter, read_book
 from cosyvoice_ui.studio.chapters import probe_duration, read_chapters
@@ -23,12 +23,13 @@ from cosyvoice_ui.serving.subtitles import parse
 from cosyvoice_ui.studio.voice_map import VoiceChoice
 from cosyvoice_ui.testing import ebooks
 from cosyvoice_ui.testing.fakes import FakeEngine
+from cosyvoice_ui.testing.speech import speech_jobs
 from cosyvoice_ui.types import ProgressEvent
 
 pytestmark = pytest.mark.skipif(not ensure_ffmpeg(), reason="ffmpeg/ffprobe are not installed")
 
 VOICE = VoiceChoice("preset", "A")
-NO_RETRY = RetryPolicy(enabled=False)  # one engine call per piece, so calls count pieces
+NO_RETRY = JobOptions(check_takes=False)  # one engine call per piece, so calls count pieces
 
 
 class CrashingEngine(FakeEngine):
@@ -50,14 +51,21 @@ def book(tmp_path: Path) -> Book:
     return read_book(ebooks.write_epub(tmp_path / "journey.epub"))
 
 
+@pytest.fixture()
+def speech(tmp_path: Path) -> SpeechJobs:
+    """The speech jobs every piece runs through (the server's settings under `tmp_path/service`)."""
+    return speech_jobs(tmp_path / "service")
+
+
 def _engine() -> FakeEngine:
     return FakeEngine(sample_rate=24000)
 
 
-def test_three_chapter_epub_gives_three_chapter_files_and_a_chaptered_m4b(book: Book, tmp_path: Path) -> None:
+def test_three_chapter_epub_gives_three_chapter_files_and_a_chaptered_m4b(book: Book, tmp_path: Path,
+                                                                         speech: SpeechJobs) -> None:
     job = BookJob(tmp_path / "out", book, VOICE)
     engine = _engine()
-    result = job.run(engine, policy=NO_RETRY)
+    result = job.run(engine, speech, NO_RETRY)
     assert engine.calls == len(job.pieces()) == result.rendered and result.reused == 0
     assert [p.name for p in result.chapter_files] == ["01 The Harbour.flac", "02 The Road.flac", "03 The Town.flac"]
     assert [p.suffix for p in result.subtitle_files] == [".srt"] * 3
@@ -70,8 +78,8 @@ def test_three_chapter_epub_gives_three_chapter_files_and_a_chaptered_m4b(book: 
     assert probe_duration(result.book_file) == pytest.approx(sum(lengths), abs=0.1)
 
 
-def test_each_chapter_srt_covers_its_text_within_the_chapter(book: Book, tmp_path: Path) -> None:
-    result = BookJob(tmp_path / "out", book, VOICE).run(_engine(), policy=NO_RETRY)
+def test_each_chapter_srt_covers_its_text_within_the_chapter(book: Book, tmp_path: Path, speech: SpeechJobs) -> None:
+    result = BookJob(tmp_path / "out", book, VOICE).run(_engine(), speech, NO_RETRY)
     for chapter, srt, audio in zip(book.chapters, result.subtitle_files, result.chapter_files):
         cues = parse(srt.read_text(encoding="utf-8"))
         assert [c.text for c in cues] == [chapter.title, *chapter.paragraphs]
@@ -80,9 +88,9 @@ def test_each_chapter_srt_covers_its_text_within_the_chapter(book: Book, tmp_pat
         assert cues[-1].end <= sf.info(str(audio)).duration
 
 
-def test_mp3_book_carries_id3_chapters(book: Book, tmp_path: Path) -> None:
+def test_mp3_book_carries_id3_chapters(book: Book, tmp_path: Path, speech: SpeechJobs) -> None:
     settings = BookSettings(book_format="mp3", chapter_format="mp3")
-    result = BookJob(tmp_path / "out", book, VOICE, settings).run(_engine(), policy=NO_RETRY)
+    result = BookJob(tmp_path / "out", book, VOICE, settings).run(_engine(), speech, NO_RETRY)
     assert result.book_file.suffix == ".mp3" and all(p.suffix == ".mp3" for p in result.chapter_files)
     marks = read_chapters(result.book_file)
     assert len(marks) == 3 and marks[2].title == "The Town"
@@ -90,9 +98,9 @@ def test_mp3_book_carries_id3_chapters(book: Book, tmp_path: Path) -> None:
                                                              abs=0.01)
 
 
-def test_the_book_is_loudness_normalised_with_one_gain(book: Book, tmp_path: Path) -> None:
+def test_the_book_is_loudness_normalised_with_one_gain(book: Book, tmp_path: Path, speech: SpeechJobs) -> None:
     settings = BookSettings(chapter_format="wav", target_lufs=-18.0)
-    result = BookJob(tmp_path / "out", book, VOICE, settings).run(_engine(), policy=NO_RETRY)
+    result = BookJob(tmp_path / "out", book, VOICE, settings).run(_engine(), speech, NO_RETRY)
     chapters = [sf.read(str(p), dtype="float32")[0] for p in result.chapter_files]
     assert integrated_loudness(np.concatenate(chapters), 24000) == pytest.approx(-18.0, abs=1.0)
     # the same engine noise level in every chapter stays the same after the one gain
@@ -100,10 +108,10 @@ def test_the_book_is_loudness_normalised_with_one_gain(book: Book, tmp_path: Pat
     assert max(levels) / min(levels) == pytest.approx(1.0, abs=0.05)
 
 
-def test_progress_says_chapter_piece_and_eta(book: Book, tmp_path: Path) -> None:
+def test_progress_says_chapter_piece_and_eta(book: Book, tmp_path: Path, speech: SpeechJobs) -> None:
     events: list[ProgressEvent] = []
     job = BookJob(tmp_path / "out", book, VOICE)
-    job.run(_engine(), policy=NO_RETRY, progress=events.append)
+    job.run(_engine(), speech, NO_RETRY, progress=events.append)
     pieces = [e for e in events if e.stage == "book" and "piece" in e.message]
     assert len(pieces) == len(job.pieces())
     assert pieces[0].message == f"chapter 1/3 · piece 1/{len(job.plan[0])} · ETA …"  # nothing measured yet
@@ -120,12 +128,13 @@ def test_format_eta() -> None:
     assert format_eta(3 * 3600 + 5 * 60) == "ETA 3 h 05 min"
 
 
-def test_a_crash_mid_book_resumes_without_re_rendering_finished_pieces(book: Book, tmp_path: Path) -> None:
+def test_a_crash_mid_book_resumes_without_re_rendering_finished_pieces(book: Book, tmp_path: Path,
+                                                                       speech: SpeechJobs) -> None:
     out = tmp_path / "out"
     total = len(BookJob(out, book, VOICE).pieces())
     crashing = CrashingEngine(crash_on=5)
     with pytest.raises(RuntimeError):
-        BookJob(out, book, VOICE).run(crashing, policy=NO_RETRY)
+        BookJob(out, book, VOICE).run(crashing, speech, NO_RETRY)
     state = json.loads((out / STATE_FILE).read_text(encoding="utf-8"))
     assert len(state["pieces"]) == 4  # saved piece by piece
     assert not (out / "chapters").exists()
@@ -133,14 +142,14 @@ def test_a_crash_mid_book_resumes_without_re_rendering_finished_pieces(book: Boo
     again = BookJob(out, book, VOICE)
     assert len(again.finished(crashing.info.name)) == 4
     engine = _engine()
-    result = again.run(engine, policy=NO_RETRY)
+    result = again.run(engine, speech, NO_RETRY)
     assert engine.calls == total - 4
     assert (result.rendered, result.reused) == (total - 4, 4)
     assert any("resuming" in note for note in result.notes)
     assert len(read_chapters(result.book_file)) == 3
 
 
-def test_a_cancel_mid_book_resumes(book: Book, tmp_path: Path) -> None:
+def test_a_cancel_mid_book_resumes(book: Book, tmp_path: Path, speech: SpeechJobs) -> None:
     out = tmp_path / "out"
     cancel = threading.Event()
     engine = _engine()
@@ -150,41 +159,42 @@ def test_a_cancel_mid_book_resumes(book: Book, tmp_path: Path) -> None:
             cancel.set()
 
     with pytest.raises(Cancelled):
-        BookJob(out, book, VOICE).run(engine, policy=NO_RETRY, progress=stop_at_third_piece, cancel=cancel)
+        BookJob(out, book, VOICE).run(engine, speech, NO_RETRY, progress=stop_at_third_piece, cancel=cancel)
     assert engine.calls == 3  # the third piece started and was cancelled inside the engine
     again = _engine()
-    result = BookJob(out, book, VOICE).run(again, policy=NO_RETRY)
+    result = BookJob(out, book, VOICE).run(again, speech, NO_RETRY)
     assert result.reused == 2 and again.calls == len(BookJob(out, book, VOICE).pieces()) - 2
     assert not [p for p in (out / "pieces").iterdir() if p.name.endswith(".tmp")]
 
 
-def test_a_finished_book_run_again_renders_nothing(book: Book, tmp_path: Path) -> None:
-    BookJob(tmp_path / "out", book, VOICE).run(_engine(), policy=NO_RETRY)
+def test_a_finished_book_run_again_renders_nothing(book: Book, tmp_path: Path, speech: SpeechJobs) -> None:
+    BookJob(tmp_path / "out", book, VOICE).run(_engine(), speech, NO_RETRY)
     engine = _engine()
-    result = BookJob(tmp_path / "out", book, VOICE, BookSettings(book_format="mp3")).run(engine, policy=NO_RETRY)
+    result = BookJob(tmp_path / "out", book, VOICE, BookSettings(book_format="mp3")).run(engine, speech, NO_RETRY)
     assert engine.calls == 0 and result.book_file.suffix == ".mp3"  # the format is assembly only
 
 
 @pytest.mark.parametrize("change", ["book", "voice", "settings"])
-def test_a_changed_book_voice_or_setting_starts_over_with_a_note(book: Book, tmp_path: Path, change: str) -> None:
+def test_a_changed_book_voice_or_setting_starts_over_with_a_note(book: Book, tmp_path: Path, change: str,
+                                                                 speech: SpeechJobs) -> None:
     out = tmp_path / "out"
-    BookJob(out, book, VOICE).run(_engine(), policy=NO_RETRY)
+    BookJob(out, book, VOICE).run(_engine(), speech, NO_RETRY)
     other_book = replace(book, chapters=[*book.chapters[:2], Chapter("The End", "A new ending.")])
     job = {"book": BookJob(out, other_book, VOICE),
            "voice": BookJob(out, book, VoiceChoice("preset", "B")),
            "settings": BookJob(out, book, VOICE, BookSettings(speed=1.2))}[change]
     engine = _engine()
-    result = job.run(engine, policy=NO_RETRY)
+    result = job.run(engine, speech, NO_RETRY)
     assert engine.calls == len(job.pieces()) and result.reused == 0
     assert sorted(p.name for p in (out / "chapters").iterdir()) == sorted(
         p.name for p in result.chapter_files + result.subtitle_files)  # no leftovers of the first run
     assert len(result.notes) == 1 and "from the start" in result.notes[0] and change[:4] in result.notes[0]
 
 
-def test_guarded_rendering_runs_with_the_default_retry_policy(book: Book, tmp_path: Path) -> None:
+def test_guarded_rendering_runs_with_the_default_retry_policy(book: Book, tmp_path: Path, speech: SpeechJobs) -> None:
     engine = _engine()
     job = BookJob(tmp_path / "out", book, VOICE)
-    result = job.run(engine)
+    result = job.run(engine, speech)
     assert engine.calls >= len(job.pieces()) and len(result.chapter_files) == 3
     state = json.loads((tmp_path / "out" / STATE_FILE).read_text(encoding="utf-8"))
     assert all(entry["attempts"] >= 1 for entry in state["pieces"].values())
@@ -213,9 +223,9 @@ def test_bad_settings_are_refused_before_any_work(book: Book, tmp_path: Path) ->
         assert caught.value.code == code
 
 
-def test_a_voice_the_model_cannot_use_is_refused(book: Book, tmp_path: Path) -> None:
+def test_a_voice_the_model_cannot_use_is_refused(book: Book, tmp_path: Path, speech: SpeechJobs) -> None:
     with pytest.raises(InvalidRequest) as caught:
-        BookJob(tmp_path / "out", book, VoiceChoice("preset", "Nobody")).run(_engine(), policy=NO_RETRY)
+        BookJob(tmp_path / "out", book, VoiceChoice("preset", "Nobody")).run(_engine(), speech, NO_RETRY)
     assert caught.value.code == "speaker_unknown"
     assert not (tmp_path / "out").exists()  # refused before any work
 
@@ -231,7 +241,7 @@ def test_end_to_end_on_a_tiny_cosyvoice_model(tiny_sft: Path, tmp_path: Path) ->
     engine = load_engine(tiny_sft, device="cpu")
     voice = VoiceChoice("preset", engine.info.speakers[0])
     result = BookJob(tmp_path / "out", TINY_BOOK, voice, BookSettings(speak_titles=False)).run(
-        engine, policy=RetryPolicy(retries=1))
+        engine, speech_jobs(tmp_path), JobOptions(take_retries=1))
     marks = read_chapters(result.book_file)
     assert [m.title for m in marks] == ["Part 1", "Part 2", "Part 3"]
     assert all(sf.info(str(p)).samplerate == engine.info.sample_rate for p in result.chapter_files)
@@ -243,12 +253,11 @@ def test_end_to_end_on_the_offline_voice_with_the_default_voice(tmp_path: Path) 
 
     require_offline()
     from cosyvoice_ui.offline import load_offline_engine
-    from cosyvoice_ui.serving.default_voice import VoiceResolver
 
     engine = load_offline_engine(voices_dir=tmp_path / "voices")
     settings = BookSettings(book_format="mp3")
     result = BookJob(tmp_path / "out", TINY_BOOK, VoiceChoice("default"), settings).run(
-        engine, resolver=VoiceResolver(cache_root=tmp_path / "cache"), policy=NO_RETRY)
+        engine, speech_jobs(tmp_path), NO_RETRY)
     marks = read_chapters(result.book_file)
     assert [m.title for m in marks] == ["Part 1", "Part 2", "Part 3"]
     for srt, chapter in zip(result.subtitle_files, TINY_BOOK.chapters):

@@ -10,23 +10,31 @@ import pytest
 import soundfile as sf
 
 from cosyvoice_ui.errors import InvalidRequest
+from cosyvoice_ui.serving.jobs import SpeechJobs
 from cosyvoice_ui.studio.mixdown import export, mix, stems
 from cosyvoice_ui.studio.project import Project, Settings
 from cosyvoice_ui.studio.render import render_project
 from cosyvoice_ui.serving.subtitles import parse
 from cosyvoice_ui.studio.voice_map import VoiceChoice
 from cosyvoice_ui.testing.fakes import FakeEngine
+from cosyvoice_ui.testing.speech import speech_jobs
 
 SCRIPT = "Alice: Hello there, Bob.\nBob: Hi Alice, how are you today?\nThe two walked on.\nAlice: Fine, thanks.\n"
 GAP = 0.3
 
 
 @pytest.fixture()
-def project(tmp_path: Path) -> Project:
+def speech(tmp_path: Path) -> SpeechJobs:
+    """The speech jobs every render runs through (the server's settings under `tmp_path/service`)."""
+    return speech_jobs(tmp_path / "service")
+
+
+@pytest.fixture()
+def project(tmp_path: Path, speech: SpeechJobs) -> Project:
     project = Project.create(tmp_path / "mix", "Walk in the park", SCRIPT, Settings(gap_s=GAP))
     project.set_voice("Alice", VoiceChoice("preset", "A"))
     project.set_voice("Bob", VoiceChoice("preset", "B"))
-    render_project(project, FakeEngine())
+    render_project(project, FakeEngine(), speech)
     return project
 
 
@@ -95,11 +103,11 @@ def test_export_writes_mix_stems_and_subtitles(project: Project) -> None:
     assert [p.name for p in export(project, include_stems=False, subtitles=())] == ["Walk_in_the_park.wav"]
 
 
-def test_takes_at_another_rate_are_resampled(project: Project) -> None:
+def test_takes_at_another_rate_are_resampled(project: Project, speech: SpeechJobs) -> None:
     other = FakeEngine(sample_rate=24000)
     from cosyvoice_ui.studio.render import render_line
 
-    render_line(project, "L0003", other)
+    render_line(project, "L0003", other, speech)
     samples, rate, cues = mix(project)
     assert rate == 16000
     assert cues[2].end - cues[2].start == pytest.approx(project.line("L0003").take.seconds, abs=1e-3)

@@ -10,13 +10,21 @@ import numpy as np
 import pytest
 
 from cosyvoice_ui.errors import InvalidRequest
+from cosyvoice_ui.serving.jobs import SpeechJobs
 from cosyvoice_ui.studio.project import PROJECT_FILE, Project, Settings
 from cosyvoice_ui.studio.render import render_line, render_project
 from cosyvoice_ui.studio.voice_map import VoiceChoice, VoiceMemory
 from cosyvoice_ui.testing.fakes import FakeEngine
+from cosyvoice_ui.testing.speech import speech_jobs
 from cosyvoice_ui.testing.signals import voice_clip
 
 SCRIPT = "Alice: Hello there, Bob.\nBob: Hi Alice, how are you?\nThe two walked on.\nAlice: Fine, thanks.\n"
+
+
+@pytest.fixture()
+def speech(tmp_path: Path) -> SpeechJobs:
+    """The speech jobs every render runs through (the server's settings under `tmp_path/service`)."""
+    return speech_jobs(tmp_path / "service")
 
 
 @pytest.fixture()
@@ -36,10 +44,10 @@ def test_a_new_project_is_a_folder(project: Project) -> None:
     assert error.value.code == "project_exists"
 
 
-def test_round_trip_reopens_exactly(project: Project) -> None:
+def test_round_trip_reopens_exactly(project: Project, speech: SpeechJobs) -> None:
     engine = FakeEngine()
-    render_project(project, engine)
-    render_line(project, "L0002", engine, seed=77)
+    render_project(project, engine, speech)
+    render_line(project, "L0002", engine, speech, seed=77)
     project.choose("L0002", 1)
     project.lock("L0002")
     project.set_voice("Narrator", VoiceChoice("sample", transcript="hello there", instruct="calm"),
@@ -57,8 +65,8 @@ def test_round_trip_reopens_exactly(project: Project) -> None:
     assert first.sample_rate == 16000 and abs(first.duration - again.line("L0001").take.seconds) < 1e-9
 
 
-def test_set_script_keeps_takes_of_unchanged_lines(project: Project) -> None:
-    render_project(project, FakeEngine())
+def test_set_script_keeps_takes_of_unchanged_lines(project: Project, speech: SpeechJobs) -> None:
+    render_project(project, FakeEngine(), speech)
     takes = {line.id: line.takes for line in project.lines}
     project.set_script("Alice: Hello there, Bob.\nBob: Hi Alice, how are you doing?\nThe two walked on.\n"
                        "Carol: Wait for me!\nAlice: Fine, thanks.\n")
@@ -69,8 +77,8 @@ def test_set_script_keeps_takes_of_unchanged_lines(project: Project) -> None:
     assert project.speakers() == ["Alice", "Bob", "Narrator", "Carol"]
 
 
-def test_locked_lines_never_lose_their_take(project: Project) -> None:
-    render_project(project, FakeEngine())
+def test_locked_lines_never_lose_their_take(project: Project, speech: SpeechJobs) -> None:
+    render_project(project, FakeEngine(), speech)
     locked = project.lock("L0002")
     take = locked.take
     project.set_script(SCRIPT.replace("how are you?", "how have you been?"))
@@ -79,20 +87,20 @@ def test_locked_lines_never_lose_their_take(project: Project) -> None:
     assert not project.needs_render(line)
 
 
-def test_edit_line_updates_the_script_and_needs_a_new_take(project: Project) -> None:
+def test_edit_line_updates_the_script_and_needs_a_new_take(project: Project, speech: SpeechJobs) -> None:
     engine = FakeEngine()
-    render_project(project, engine)
+    render_project(project, engine, speech)
     project.edit_line("L0003", "They walked on in silence.")
     assert "They walked on in silence." in project.script
     assert [x.text for x in project.lines][2] == "They walked on in silence."
     assert project.needs_render(project.line("L0003")) and len(project.line("L0003").takes) == 1
-    summary = render_project(project, engine)
+    summary = render_project(project, engine, speech)
     assert summary.rendered == ["L0003"] and project.line("L0003").take.text == "They walked on in silence."
     reopened = Project.open(project.folder)
     assert [x.text for x in reopened.lines] == [x.text for x in project.lines]
 
 
-def test_bad_requests_are_refused_with_clear_messages(project: Project) -> None:
+def test_bad_requests_are_refused_with_clear_messages(project: Project, speech: SpeechJobs) -> None:
     cases = [
         (lambda: project.line("L9999"), "line_unknown"),
         (lambda: project.edit_line("L0001", "  "), "text_empty"),
@@ -111,7 +119,7 @@ def test_bad_requests_are_refused_with_clear_messages(project: Project) -> None:
             call()
         assert error.value.code == code, code
         assert error.value.message and "Traceback" not in error.value.message and "/" not in error.value.message[:1]
-    render_project(project, FakeEngine())
+    render_project(project, FakeEngine(), speech)
     project.lock("L0001")
     for call in (lambda: project.edit_line("L0001", "new"), lambda: project.choose("L0001", 1)):
         with pytest.raises(InvalidRequest) as error:

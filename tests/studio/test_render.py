@@ -13,8 +13,10 @@ from cosyvoice_ui.errors import Cancelled, InvalidRequest
 from cosyvoice_ui.studio.project import Project
 from cosyvoice_ui.studio.render import first_seed, render_line, render_project
 from cosyvoice_ui.studio.voice_map import VoiceChoice, parse_voice_map, request_for
+from cosyvoice_ui.serving.jobs import SpeechJobs
 from cosyvoice_ui.testing.fakes import FakeEngine
 from cosyvoice_ui.testing.signals import voice_clip
+from cosyvoice_ui.testing.speech import speech_jobs
 from cosyvoice_ui.types import AudioChunk, EngineInfo, Mode
 
 SCRIPT = "Alice: Hello there, Bob.\nBob: Hi Alice, how are you?\nThe two walked on.\nAlice: Fine, thanks.\n"
@@ -23,6 +25,12 @@ V1_SFT = EngineInfo("CosyVoice-300M-SFT", "v1", 22050, (Mode.SFT, Mode.ZERO_SHOT
 V1_INSTRUCT = EngineInfo("CosyVoice-300M-Instruct", "v1", 22050, (Mode.SFT, Mode.INSTRUCT), ("中文女",))
 V3 = EngineInfo("Fun-CosyVoice3-0.5B", "v3", 24000, (Mode.ZERO_SHOT, Mode.CROSS_LINGUAL, Mode.INSTRUCT, Mode.VC),
                 instruct_voice=True)
+
+
+@pytest.fixture()
+def speech(tmp_path: Path) -> SpeechJobs:
+    """The speech jobs every render runs through (the server's settings under `tmp_path/service`)."""
+    return speech_jobs(tmp_path / "service")
 
 
 def make_project(tmp_path: Path, script: str = SCRIPT) -> Project:
@@ -68,11 +76,11 @@ def test_a_voice_the_model_cannot_use_is_refused(choice: VoiceChoice, info: Engi
     assert words in error.value.message
 
 
-def test_a_bad_voice_stops_the_render_before_any_work(tmp_path: Path) -> None:
+def test_a_bad_voice_stops_the_render_before_any_work(tmp_path: Path, speech: SpeechJobs) -> None:
     clone_only = FakeEngine(modes=(Mode.ZERO_SHOT, Mode.CROSS_LINGUAL), speakers=())
     project = make_project(tmp_path)
     with pytest.raises(InvalidRequest) as error:
-        render_project(project, clone_only)
+        render_project(project, clone_only, speech)
     assert error.value.params["speaker"] == "Alice" and "no preset speakers" in error.value.message
     assert clone_only.calls == 0 and all(not line.takes for line in Project.open(project.folder).lines)
 
@@ -80,9 +88,9 @@ def test_a_bad_voice_stops_the_render_before_any_work(tmp_path: Path) -> None:
 # --- order, progress, resuming ---------------------------------------------------------------------
 
 
-def test_lines_render_in_order_with_per_line_progress(tmp_path: Path) -> None:
+def test_lines_render_in_order_with_per_line_progress(tmp_path: Path, speech: SpeechJobs) -> None:
     project, events = make_project(tmp_path), []
-    summary = render_project(project, FakeEngine(), progress=events.append)
+    summary = render_project(project, FakeEngine(), speech, progress=events.append)
     assert summary.rendered == ["L0001", "L0002", "L0003", "L0004"]
     starts = [e.message for e in events if e.stage == "line" and e.message.startswith("line ")]
     assert starts == ["line 1/4 · Alice", "line 2/4 · Bob", "line 3/4 · Narrator", "line 4/4 · Alice"]
@@ -91,7 +99,7 @@ def test_lines_render_in_order_with_per_line_progress(tmp_path: Path) -> None:
     assert all(line.take is not None and line.take.seed == first_seed(project, line) for line in project.lines)
 
 
-def test_a_stopped_render_resumes_with_only_what_is_missing(tmp_path: Path) -> None:
+def test_a_stopped_render_resumes_with_only_what_is_missing(tmp_path: Path, speech: SpeechJobs) -> None:
     project, engine, cancel = make_project(tmp_path), FakeEngine(), threading.Event()
 
     def stop_after_second_line(event) -> None:
@@ -99,17 +107,17 @@ def test_a_stopped_render_resumes_with_only_what_is_missing(tmp_path: Path) -> N
             cancel.set()
 
     with pytest.raises(Cancelled):
-        render_project(project, engine, progress=stop_after_second_line, cancel=cancel)
+        render_project(project, engine, speech, progress=stop_after_second_line, cancel=cancel)
     saved = Project.open(project.folder)
     assert [line.take is not None for line in saved.lines] == [True, True, False, False]
     before = engine.calls
-    summary = render_project(saved, engine)
+    summary = render_project(saved, engine, speech)
     assert summary.rendered == ["L0003", "L0004"] and summary.skipped == ["L0001", "L0002"]
     assert engine.calls - before == 2
-    assert render_project(saved, engine).rendered == []  # nothing left to do
+    assert render_project(saved, engine, speech).rendered == []  # nothing left to do
     saved.take_path(saved.line("L0002").take).unlink()  # a take file lost on disk is rendered again
     events = []
-    assert render_project(saved, engine, progress=events.append).rendered == ["L0002"]
+    assert render_project(saved, engine, speech, progress=events.append).rendered == ["L0002"]
     assert events[0].message == "line 2/4 · Bob"  # its place in the script
 
 
@@ -127,23 +135,23 @@ class CrashingEngine(FakeEngine):
         yield from super()._synthesize(request, progress, cancel)
 
 
-def test_a_crash_mid_way_keeps_the_lines_before_it(tmp_path: Path) -> None:
+def test_a_crash_mid_way_keeps_the_lines_before_it(tmp_path: Path, speech: SpeechJobs) -> None:
     project = make_project(tmp_path)
     with pytest.raises(RuntimeError):
-        render_project(project, CrashingEngine(fail_on=3))
+        render_project(project, CrashingEngine(fail_on=3), speech)
     reopened = Project.open(project.folder)
     assert [line.take is not None for line in reopened.lines] == [True, True, False, False]
     first_takes = [line.take for line in reopened.lines[:2]]
     engine = FakeEngine()
-    assert render_project(reopened, engine).rendered == ["L0003", "L0004"] and engine.calls == 2
+    assert render_project(reopened, engine, speech).rendered == ["L0003", "L0004"] and engine.calls == 2
     assert [line.take for line in reopened.lines[:2]] == first_takes
 
 
-def test_a_new_voice_re_renders_only_that_speakers_lines(tmp_path: Path) -> None:
+def test_a_new_voice_re_renders_only_that_speakers_lines(tmp_path: Path, speech: SpeechJobs) -> None:
     project, engine = make_project(tmp_path), FakeEngine()
-    render_project(project, engine)
+    render_project(project, engine, speech)
     project.set_voice("Alice", VoiceChoice("preset", "B"))
-    assert render_project(project, engine).rendered == ["L0001", "L0004"]
+    assert render_project(project, engine, speech).rendered == ["L0001", "L0004"]
 
 
 def test_voice_maps_from_json() -> None:
@@ -162,24 +170,24 @@ def test_voice_maps_from_json() -> None:
 # --- takes -------------------------------------------------------------------------------------------
 
 
-def test_regenerate_makes_a_new_take_with_a_new_seed(tmp_path: Path) -> None:
+def test_regenerate_makes_a_new_take_with_a_new_seed(tmp_path: Path, speech: SpeechJobs) -> None:
     project, engine = make_project(tmp_path), FakeEngine()
-    render_project(project, engine)
-    take = render_line(project, "L0001", engine)
+    render_project(project, engine, speech)
+    take = render_line(project, "L0001", engine, speech)
     line = project.line("L0001")
     assert take.number == 2 and line.chosen == 2 and take.seed != line.takes[0].seed
     first, second = (project.take_audio(t).samples for t in line.takes)
     assert len(first) == len(second) and not np.allclose(first, second)
-    again = render_line(project, "L0001", engine, seed=line.takes[0].seed)  # the same seed, the same audio
+    again = render_line(project, "L0001", engine, speech, seed=line.takes[0].seed)  # the same seed, the same audio
     assert np.array_equal(project.take_audio(again).samples, first)
     project.lock("L0001")
     with pytest.raises(InvalidRequest) as error:
-        render_line(project, "L0001", engine)
+        render_line(project, "L0001", engine, speech)
     assert error.value.code == "line_locked"
     with pytest.raises(InvalidRequest) as error:
-        render_line(project, "nope", engine)
+        render_line(project, "nope", engine, speech)
     assert error.value.code == "line_unknown"
-    assert render_project(project, engine, only_missing=False).rendered == ["L0002", "L0003", "L0004"]
+    assert render_project(project, engine, speech, only_missing=False).rendered == ["L0002", "L0003", "L0004"]
 
 
 class LongFirstTakeEngine(FakeEngine):
@@ -200,7 +208,7 @@ class LongFirstTakeEngine(FakeEngine):
 
 def test_bad_takes_are_retried_and_the_check_is_kept(tmp_path: Path) -> None:
     project = make_project(tmp_path, "Alice: Hello there, Bob, how are you?\n")
-    render_project(project, LongFirstTakeEngine())
+    render_project(project, LongFirstTakeEngine(), speech_jobs(tmp_path, take_retries=2))
     take = project.line("L0001").take
     assert take.attempts == 2 and take.check["ok"] and take.seconds < 5
     assert Project.open(project.folder).line("L0001").take.check == take.check
@@ -211,7 +219,6 @@ def test_bad_takes_are_retried_and_the_check_is_kept(tmp_path: Path) -> None:
 
 def test_end_to_end_on_a_tiny_cosyvoice2(tmp_path: Path, tiny_v2: Path) -> None:
     from cosyvoice_ui import load_engine
-    from cosyvoice_ui.serving.default_voice import VoiceResolver
     from cosyvoice_ui.serving.voices import VoiceLibrary
     from cosyvoice_ui.studio.mixdown import export
     from cosyvoice_ui.serving.subtitles import parse
@@ -227,7 +234,7 @@ def test_end_to_end_on_a_tiny_cosyvoice2(tmp_path: Path, tiny_v2: Path) -> None:
     project.set_voice("Ben", VoiceChoice("sample", transcript="hello there, how are you today",
                                          instruct="speak slowly"), sample_audio=SAMPLE)
     project.set_voice("Narrator", VoiceChoice(instruct="speak like a storyteller"))  # an instruction alone
-    render_project(project, engine, VoiceResolver(library))
+    render_project(project, engine, speech_jobs(tmp_path, library))
     assert [line.take.voice["kind"] for line in project.lines] == ["preset", "sample", "saved", "default"]
     assert saved.id in engine.info.saved_voices  # registered with the engine on first use
     assert all(line.take.seconds > 0 and line.take.cues for line in project.lines)
@@ -240,7 +247,7 @@ def test_end_to_end_on_a_tiny_cosyvoice2(tmp_path: Path, tiny_v2: Path) -> None:
     assert abs(cues[-1].end - len(mixed) / rate) <= 0.05
 
 
-def test_end_to_end_on_the_offline_voice(tmp_path: Path) -> None:
+def test_end_to_end_on_the_offline_voice(tmp_path: Path, speech: SpeechJobs) -> None:
     from cosyvoice_ui.offline.assets import offline_available
 
     ok, reason = offline_available()
@@ -254,7 +261,7 @@ def test_end_to_end_on_the_offline_voice(tmp_path: Path) -> None:
     project = Project.create(tmp_path / "off", "Offline", "Ann: Good morning to you.\nBen: And to you, Ann.\n")
     project.set_voice("Ann", VoiceChoice("preset", first))
     project.set_voice("Ben", VoiceChoice("preset", second))
-    render_project(project, engine)
+    render_project(project, engine, speech)
     samples, rate, cues = mix(project)
     assert [c.speaker for c in cues] == ["Ann", "Ben"] and abs(cues[-1].end - len(samples) / rate) < 0.05
     assert all(line.take.check.get("ok") for line in project.lines)  # real speech passes the bad-take check

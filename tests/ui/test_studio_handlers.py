@@ -14,17 +14,18 @@ import pytest
 import soundfile as sf
 
 from cosyvoice_ui.errors import Cancelled, InvalidRequest
+from cosyvoice_ui.serving import subtitles
 from cosyvoice_ui.serving.default_voice import VoiceResolver
+from cosyvoice_ui.serving.jobs import JobOptions, SpeechJobs
 from cosyvoice_ui.serving.manager import ModelManager
 from cosyvoice_ui.settings import Settings
-from cosyvoice_ui.serving import subtitles
+from cosyvoice_ui.studio.books import Bookshelf
+from cosyvoice_ui.studio.workspace import VoiceRow, Workspace, folder_name
 from cosyvoice_ui.testing.fakes import FakeEngine
 from cosyvoice_ui.testing.signals import voice_clip
 from cosyvoice_ui.types import ProgressEvent
 from cosyvoice_ui.ui import strings
-from cosyvoice_ui.ui.studio_books import BookHandlers
-from cosyvoice_ui.ui.studio_events import status_text
-from cosyvoice_ui.ui.studio_handlers import StudioHandlers, VoiceRow, folder_name
+from cosyvoice_ui.ui.studio.events import status_text
 
 SCRIPT = "Alice: Hello there Bob.\n[Bob] Hi Alice, how are you?\nThe room went quiet.\nAlice: Fine, thanks."
 
@@ -46,12 +47,17 @@ def engine() -> RecordingEngine:
     return RecordingEngine(speakers=("A", "B", "C"))
 
 
-@pytest.fixture()
-def studio(engine: RecordingEngine, tmp_path: Path) -> StudioHandlers:
+def workspace_of(engine: FakeEngine, tmp_path: Path, **settings) -> Workspace:
+    """A workspace over the speech jobs of a real model queue holding `engine` (`settings`: the server's)."""
     manager = ModelManager("fake", loader=lambda model_id, options, progress: engine, idle_unload_s=0,
                            describe_model=lambda model_id: engine.info)
-    settings = Settings(projects_dir=tmp_path / "projects", glossary_dir=tmp_path / "glossaries")
-    return StudioHandlers(manager, settings, VoiceResolver(cache_root=tmp_path / "voices"))
+    chosen = Settings(projects_dir=tmp_path / "projects", glossary_dir=tmp_path / "glossaries", **settings)
+    return Workspace(SpeechJobs(manager, chosen, resolver=VoiceResolver(cache_root=tmp_path / "voices")))
+
+
+@pytest.fixture()
+def studio(engine: RecordingEngine, tmp_path: Path) -> Workspace:
+    return workspace_of(engine, tmp_path)
 
 
 def sample_wav(folder: Path, name: str = "sample.wav", seconds: float = 4.0) -> str:
@@ -61,7 +67,7 @@ def sample_wav(folder: Path, name: str = "sample.wav", seconds: float = 4.0) -> 
     return str(path)
 
 
-def test_a_project_is_created_saved_and_reopened_exactly(studio: StudioHandlers) -> None:
+def test_a_project_is_created_saved_and_reopened_exactly(studio: Workspace) -> None:
     project = studio.save("", "Radio play", SCRIPT, {"Alice": VoiceRow("preset", preset="B")}, gap_s=0.6)
     assert project.folder.name == folder_name("Radio play") and project.name == "Radio play"
     assert project.speakers() == ["Alice", "Bob", "Narrator"]
@@ -72,13 +78,13 @@ def test_a_project_is_created_saved_and_reopened_exactly(studio: StudioHandlers)
     assert again.settings.gap_s == 0.6
 
 
-def test_voices_are_remembered_per_name_for_new_projects(studio: StudioHandlers) -> None:
+def test_voices_are_remembered_per_name_for_new_projects(studio: Workspace) -> None:
     studio.save("", "First", SCRIPT, {"Bob": VoiceRow("preset", preset="C", instruct="")})
     second = studio.create("Second", "bob: Remember me?\nAlice: Of course.")
     assert second.voice_for("bob").kind == "preset" and second.voice_for("bob").value == "C"
 
 
-def test_a_sample_voice_is_stored_once_and_kept_when_shown_back(studio: StudioHandlers, tmp_path: Path) -> None:
+def test_a_sample_voice_is_stored_once_and_kept_when_shown_back(studio: Workspace, tmp_path: Path) -> None:
     wav = sample_wav(tmp_path)
     with pytest.raises(InvalidRequest) as wrong:  # 4 s of speech cannot be one word
         studio.save("", "Samples", SCRIPT, {"Bob": VoiceRow("sample", sample=wav, transcript="hello")})
@@ -95,7 +101,7 @@ def test_a_sample_voice_is_stored_once_and_kept_when_shown_back(studio: StudioHa
     assert sorted(p.name for p in project.voices_dir.iterdir()) == [stored.value]
 
 
-def test_render_all_goes_in_order_reports_each_line_and_resumes(studio: StudioHandlers) -> None:
+def test_render_all_goes_in_order_reports_each_line_and_resumes(studio: Workspace) -> None:
     project = studio.save("", "Resume", SCRIPT, {})
     folder = project.folder.name
     cancel = threading.Event()
@@ -117,7 +123,7 @@ def test_render_all_goes_in_order_reports_each_line_and_resumes(studio: StudioHa
     assert not studio.render_all(folder).rendered  # nothing left to do
 
 
-def test_regenerate_edit_lock_and_choose(studio: StudioHandlers) -> None:
+def test_regenerate_edit_lock_and_choose(studio: Workspace) -> None:
     folder = studio.save("", "Takes", SCRIPT, {}).folder.name
     studio.render_all(folder)
     line = studio.open(folder).lines[1]
@@ -140,7 +146,7 @@ def test_regenerate_edit_lock_and_choose(studio: StudioHandlers) -> None:
     assert studio.regenerate(folder, line.id).number == 4
 
 
-def test_export_writes_the_mix_stems_and_subtitles(studio: StudioHandlers) -> None:
+def test_export_writes_the_mix_stems_and_subtitles(studio: Workspace) -> None:
     folder = studio.save("", "Export", SCRIPT, {}).folder.name
     with pytest.raises(InvalidRequest) as early:
         studio.export(folder)
@@ -159,22 +165,22 @@ def test_export_writes_the_mix_stems_and_subtitles(studio: StudioHandlers) -> No
     assert [p.suffix for p in only] == [".srt"]
 
 
-def test_the_glossary_changes_what_the_engine_is_asked_to_say(studio: StudioHandlers,
+def test_the_glossary_changes_what_the_engine_is_asked_to_say(studio: Workspace,
                                                                engine: RecordingEngine) -> None:
     from cosyvoice_ui.serving.glossary import GlossaryStore, make_glossary
 
     saved = GlossaryStore(studio.settings.glossary_dir).save(make_glossary("Names", {"Bob": "Robert"}))
     folder = studio.save("", "Glossary", "Alice: Hello Bob.\nBob: Hi.", {}).folder.name
-    studio.render_all(folder, glossary=saved.id)  # the id the output options' dropdown gives
+    studio.render_all(folder, JobOptions(glossary=saved.id))  # the id the output options' dropdown gives
     assert any("Robert" in text for text in engine.texts) and not any("Bob" in text for text in engine.texts)
     line = studio.open(folder).lines[0]
     assert line.text == "Hello Bob." and line.take.text == "Hello Bob."  # the script keeps its words
     engine.texts.clear()
-    studio.regenerate(folder, line.id, glossary={"Hello": "Hullo"})
+    studio.regenerate(folder, line.id, options=JobOptions(glossary={"Hello": "Hullo"}))
     assert engine.texts and all("Hullo" in text for text in engine.texts)
 
 
-def test_errors_are_translated_codes(studio: StudioHandlers) -> None:
+def test_errors_are_translated_codes(studio: Workspace) -> None:
     with pytest.raises(InvalidRequest) as empty:
         studio.save("", "Empty", "  \n# only a comment\n", {})
     assert empty.value.code == "script_empty" and strings.message(empty.value, "zh").startswith("剧本里没有")
@@ -208,14 +214,14 @@ def test_status_line_in_english_and_chinese() -> None:
     assert status_text(unknown, "zh").endswith("预计剩余 …")
 
 
-def test_a_book_runs_stops_and_resumes(studio: StudioHandlers, tmp_path: Path) -> None:
+def test_a_book_runs_stops_and_resumes(studio: Workspace, tmp_path: Path) -> None:
     from cosyvoice_ui.audio import ffmpeg_path
 
     if not ffmpeg_path():
         pytest.skip("ffmpeg is needed for the chaptered book")
     from cosyvoice_ui.testing.ebooks import sample_markdown
 
-    books = BookHandlers(studio)
+    books = Bookshelf(studio)
     source = tmp_path / "tale.md"
     source.write_text(sample_markdown(), encoding="utf-8")
     chapters = books.read(str(source)).chapters
@@ -239,7 +245,7 @@ def test_a_book_runs_stops_and_resumes(studio: StudioHandlers, tmp_path: Path) -
 
 
 def test_an_uploaded_script_is_read_as_text(tmp_path: Path) -> None:
-    from cosyvoice_ui.ui.tabs.script import read_script_file
+    from cosyvoice_ui.studio.workspace import read_script_file
 
     utf16 = tmp_path / "a.txt"
     utf16.write_bytes("Alice: 你好\n".encode("utf-16"))

@@ -12,8 +12,8 @@ from cosyvoice_ui.serving.manager import ModelManager
 from cosyvoice_ui.settings import Settings
 from cosyvoice_ui.testing.fakes import FakeEngine
 from cosyvoice_ui.types import Mode
-from cosyvoice_ui.ui.studio_handlers import VoiceRow
-from cosyvoice_ui.ui.studio_voices import MAX_VOICES, kinds
+from cosyvoice_ui.studio.workspace import VoiceRow
+from cosyvoice_ui.ui.studio.voices import MAX_VOICES, kinds
 
 gr = pytest.importorskip("gradio")
 
@@ -29,8 +29,8 @@ def build_tabs(engine: FakeEngine, tmp_path: Path):
     from cosyvoice_ui.ui.options import build_options
     from cosyvoice_ui.ui.page import Page
     from cosyvoice_ui.ui.saved_voices import SavedVoices
-    from cosyvoice_ui.ui.tabs.book import build_book
-    from cosyvoice_ui.ui.tabs.script import build_script
+    from cosyvoice_ui.ui.studio.book_tab import build_book
+    from cosyvoice_ui.ui.studio.script_tab import build_script
 
     manager = manager_of(engine)
     settings = Settings(projects_dir=tmp_path / "projects")
@@ -61,7 +61,8 @@ def test_the_studio_events_are_private_and_rows_adapt(tmp_path: Path) -> None:
     demo, script, book = build_tabs(engine, tmp_path)
     assert not [fn for fn in demo.fns.values() if fn.api_visibility == "public"]
     assert len(script.voices.rows) == MAX_VOICES
-    assert book.books.studio is script.studio  # one set of project locks and one voice memory per app
+    assert book.books.workspace is script.workspace  # one set of project locks and one voice memory per app
+    assert script.workspace.speech is script.workspace.speech  # the app's one speech job for every tab
     no_presets = FakeEngine(modes=(Mode.ZERO_SHOT, Mode.CROSS_LINGUAL, Mode.INSTRUCT), speakers=()).info
     updates = script.adapt(no_presets, {})
     row = script.voices.rows[0]
@@ -76,7 +77,7 @@ def test_the_studio_events_are_private_and_rows_adapt(tmp_path: Path) -> None:
 def test_opening_a_project_fills_one_row_per_name(tmp_path: Path) -> None:
     engine = FakeEngine(modes=(Mode.SFT, Mode.ZERO_SHOT, Mode.CROSS_LINGUAL), speakers=("A", "B"))
     _, script, _ = build_tabs(engine, tmp_path)
-    project = script.studio.save("", "Rows", "Alice: Hi.\nBob: Hello.", {"Bob": VoiceRow("preset", preset="B")})
+    project = script.workspace.save("", "Rows", "Alice: Hi.\nBob: Hello.", {"Bob": VoiceRow("preset", preset="B")})
     updates = script.voices.fill(project, engine.info, False, [""], "en")
     rows = script.voices.rows
     assert updates[script.voices.speakers] == ["Alice", "Bob"]
@@ -125,7 +126,7 @@ def test_the_tab_events_render_and_export_a_script(tmp_path: Path) -> None:
 def test_the_rows_follow_the_names_as_the_script_is_typed(tmp_path: Path) -> None:
     engine = FakeEngine(modes=(Mode.SFT, Mode.ZERO_SHOT), speakers=("A", "B", "C"))
     demo, script, _ = build_tabs(engine, tmp_path)
-    script.studio.save("", "Earlier", "Bob: Hi.\nAlice: Hello.", {"Bob": VoiceRow("preset", preset="C")})
+    script.workspace.save("", "Earlier", "Bob: Hi.\nAlice: Hello.", {"Bob": VoiceRow("preset", preset="C")})
     typed = event(demo, "names_changed")
     rows = script.voices.rows
     # Alice's row is shown with a preset chosen; then the script gains Bob (remembered) and loses nobody.
@@ -164,6 +165,6 @@ def test_stop_ends_a_render_and_keeps_what_was_done(tmp_path: Path) -> None:
     worker.join(10)
     assert not worker.is_alive() and outcome.get("error") == "Stopped."
     engine.release.set()
-    assert all(line.take is None for line in script.studio.open("Stop-me").lines)
+    assert all(line.take is None for line in script.workspace.open("Stop-me").lines)
     steps = list(render.fn(values(render, by={script.current: "Stop-me"}), request, None))
     assert steps[-1][1] == "Done: 2 line(s) rendered, 0 kept as they were."

@@ -2,27 +2,26 @@
 with progress and an ETA; Stop keeps what is done, and Start (or Resume after a restart) continues it. Outputs:
 one file and one SRT per chapter, and the whole book as M4B or MP3 with chapter marks.
 
-The widgets live here; the work is `studio_books.py`.
+The widgets live here; the work is `studio/books.py` (a `Bookshelf` beside the Script tab's workspace).
 """
 
 # No `from __future__ import annotations`: Gradio finds `request: gr.Request` by its evaluated annotation.
 from dataclasses import dataclass
 
 from ...studio.book import BOOK_EXTENSIONS
+from ...studio.books import Bookshelf, chapter_rows
 from ...studio.chapters import BOOK_FORMATS
 from ...types import EngineInfo
 from .. import strings
 from ..markup import MARKDOWN_OPTIONS, plain
 from ..page import Page
-from ..studio_books import BookHandlers, chapter_rows
-from ..studio_events import chosen_glossary, chosen_policy, guarded, live, option_inputs
-from ..studio_handlers import studio_for
-from ..studio_voices import VoiceRowWidgets, build_voice_row
+from .events import chosen_options, guarded, live, option_inputs, workspace_for
+from .voices import VoiceRowWidgets, build_voice_row
 
 
 @dataclass(frozen=True)
 class BookTab:
-    books: BookHandlers
+    books: Bookshelf
     unfinished: object
     resume: object
     file: object
@@ -40,7 +39,7 @@ class BookTab:
         return self.voice.adapt(info, self.t, self.saved_enabled)
 
 
-def unfinished_choices(books: BookHandlers, lang: str) -> list[tuple[str, str]]:
+def unfinished_choices(books: Bookshelf, lang: str) -> list[tuple[str, str]]:
     return [(strings.label("book_resume_row", lang).format(title=job.title, finished=job.finished), job.folder)
             for job in books.unfinished()]
 
@@ -58,7 +57,7 @@ def build_book(page: Page) -> BookTab:
 
     t = page.t
     options = page.options
-    books = BookHandlers(studio_for(page))
+    books = Bookshelf(workspace_for(page))
     with gr.Tab(t("tab_book"), id="book") as tab:
         waiting = unfinished_choices(books, "en")  # jobs a restart (or Stop) left: offered for resuming
         with gr.Row(equal_height=True, visible=bool(waiting)) as resume_row:
@@ -97,9 +96,8 @@ def build_book(page: Page) -> BookTab:
 
     def run_book(work, data: dict, request, progress):
         lang = options.language(data)
-        glossary, policy = chosen_glossary(page, data), chosen_policy(page, data)
-        for kind, value in live(page, request, progress, lang,
-                                lambda report, cancel: work(glossary, report, cancel, policy)):
+        chosen = chosen_options(page, data)
+        for kind, value in live(page, request, progress, lang, lambda report, cancel: work(chosen, report, cancel)):
             if kind == "status":
                 yield gr.skip(), value, gr.skip(), gr.skip()
             else:
@@ -107,12 +105,12 @@ def build_book(page: Page) -> BookTab:
 
     def start_book(data: dict, request: gr.Request, progress=gr.Progress()):
         row = voice.value(data)
-        yield from run_book(lambda glossary, report, cancel, policy: books.start(
-            data[file], row, data[book_format], glossary, report, cancel, policy), data, request, progress)
+        yield from run_book(lambda chosen, report, cancel: books.start(
+            data[file], row, data[book_format], chosen, report, cancel), data, request, progress)
 
     def resume_book(data: dict, request: gr.Request, progress=gr.Progress()):
-        yield from run_book(lambda glossary, report, cancel, policy: books.resume(
-            data[unfinished], glossary, report, cancel, policy), data, request, progress)
+        yield from run_book(lambda chosen, report, cancel: books.resume(
+            data[unfinished], chosen, report, cancel), data, request, progress)
 
     def stop_book(request: gr.Request) -> None:
         page.handlers.stop(request)

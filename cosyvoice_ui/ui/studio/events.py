@@ -1,23 +1,36 @@
-"""The glue between the studio tabs' events and `studio_handlers`: a long job run beside the event so its
-progress shows as it happens (a gr.Progress bar and a status line), errors in the user's language, and the
-glossary chosen in the output options.
+"""The glue between the studio tabs' events and `studio/` (`workspace.py`, `books.py`): the app's one
+workspace, a long job run beside the event so its progress shows as it happens (a gr.Progress bar and a status
+line), errors in the user's language, and the job options chosen in the output options.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
+import weakref
 from collections.abc import Callable, Iterator
 
-from ..errors import CosyVoiceError
-from ..types import ProgressEvent
-from . import strings
-from .events import event_text
-from .handlers import failure_text
-from .markup import plain, plain_html
-from .studio_handlers import stream_work
+from ...errors import CosyVoiceError
+from ...serving.jobs import JobOptions
+from ...studio.workspace import Workspace
+from ...types import ProgressEvent
+from .. import strings
+from ..events import event_text
+from ..handlers import failure_text
+from ..markup import plain, plain_html
 
 log = logging.getLogger(__name__)
 
+_SHARED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def workspace_for(page) -> Workspace:
+    """The app's one `Workspace` over its speech jobs (the Script and Audiobook tabs share its project locks and
+    voice memory)."""
+    found = _SHARED.get(page.handlers)
+    if found is None:
+        found = _SHARED[page.handlers] = Workspace(page.handlers.speech)
+    return found
 
 
 def option_inputs(page) -> set:
@@ -25,19 +38,10 @@ def option_inputs(page) -> set:
     return set(page.options.inputs)
 
 
-def chosen_glossary(page, data: dict):
-    """The glossary picked in the output options (a saved id; None = none)."""
-    reader = getattr(page.options, "glossary_id", None)
-    if callable(reader):
-        return reader(data) or None
-    component = getattr(page.options, "glossary", None)
-    return data.get(component) if component is not None else None
-
-
-def chosen_policy(page, data: dict):
-    """The bad-take policy for this event: the settings', off where this browser switched checks off."""
-    policy = getattr(page.handlers, "policy", None)
-    return policy(page.options.output(data)) if callable(policy) else None
+def chosen_options(page, data: dict) -> JobOptions:
+    """The job options of this event, as every tab's: the glossary picked in the output options and this
+    browser's take switch (the server's policy decides the rest)."""
+    return page.handlers.job_options(page.options.output(data))
 
 
 def status_text(event: ProgressEvent, lang: str) -> str:
@@ -91,3 +95,38 @@ def live(page, request, progress, lang: str, work: Callable[[Callable, object], 
     except (CosyVoiceError, OSError, ValueError) as exc:
         raise_shown(exc, lang)
 
+
+def stream_work(work: Callable[[Callable[[ProgressEvent], None]], object], cancel: threading.Event) \
+        -> Iterator[ProgressEvent | tuple[str, object]]:
+    """Run `work(progress)` on a worker thread and yield its progress events as they come, then ("done",
+    result); an exception is raised here. Leaving early (the browser stopped the event) sets `cancel`."""
+    import queue
+
+    events: queue.Queue = queue.Queue()
+    outcome: dict = {}
+
+    def target() -> None:
+        try:
+            outcome["result"] = work(events.put)
+        except BaseException as exc:  # handed to the caller's thread
+            outcome["error"] = exc
+        finally:
+            events.put(None)
+
+    thread = threading.Thread(target=target, name="studio-job", daemon=True)
+    thread.start()
+    finished = False
+    try:
+        while True:
+            event = events.get()
+            if event is None:
+                finished = True
+                break
+            yield event
+    finally:
+        if not finished:
+            cancel.set()
+    thread.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    yield "done", outcome.get("result")

@@ -6,10 +6,10 @@ Regenerate (a new seed), its text to edit and render again, Lock / Unlock, the t
 # No `from __future__ import annotations`: Gradio finds `request: gr.Request` by its evaluated annotation.
 import time
 
-from ..errors import InvalidRequest
-from . import strings
-from .markup import MARKDOWN_OPTIONS, plain
-from .studio_events import chosen_glossary, chosen_policy, guarded, live, option_inputs
+from ...errors import InvalidRequest
+from .. import strings
+from ..markup import MARKDOWN_OPTIONS, plain
+from .events import chosen_options, guarded, live, option_inputs
 
 PAGE_SIZE = 20
 
@@ -36,7 +36,7 @@ def check_text(check: dict, lang: str) -> str:
     return strings.label("studio_check_bad", lang).format(reasons=", ".join(reasons) or "?")
 
 
-def build_lines(page, studio, current, revision, status) -> None:
+def build_lines(page, workspace, current, revision, status) -> None:
     """The list under the Script tab's buttons; `current` (the open project's folder) and `revision` (bumped by
     every change) redraw it."""
     import gradio as gr
@@ -52,13 +52,13 @@ def build_lines(page, studio, current, revision, status) -> None:
         def regenerate(data: dict, request: gr.Request, progress=gr.Progress()):
             lang = options.language(data)
             text = data[textbox] if textbox is not None else None
-            glossary, policy = chosen_glossary(page, data), chosen_policy(page, data)
-            for kind, value in live(page, request, progress, lang, lambda report, cancel: studio.regenerate(
-                    folder, line_id, text, glossary, report, cancel, policy)):
+            chosen = chosen_options(page, data)
+            for kind, value in live(page, request, progress, lang, lambda report, cancel: workspace.regenerate(
+                    folder, line_id, text, chosen, report, cancel)):
                 if kind == "status":
                     yield gr.skip(), value
                 else:
-                    position = _position(studio, folder, line_id)
+                    position = _position(workspace, folder, line_id)
                     yield time.time_ns(), strings.label("studio_line_done", lang).format(position=position,
                                                                                          number=value.number)
         return regenerate
@@ -66,14 +66,14 @@ def build_lines(page, studio, current, revision, status) -> None:
     def lock_event(folder: str, line_id: str, on: bool):
         def lock(data: dict):
             lang = options.language(data)
-            guarded(lang, lambda: studio.set_lock(folder, line_id, on))
+            guarded(lang, lambda: workspace.set_lock(folder, line_id, on))
             return time.time_ns(), gr.skip()
         return lock
 
     def choose_event(folder: str, line_id: str, picker):
         def choose(data: dict):
             lang = options.language(data)
-            guarded(lang, lambda: studio.choose(folder, line_id, int(data[picker])))
+            guarded(lang, lambda: workspace.choose(folder, line_id, int(data[picker])))
             return time.time_ns(), gr.skip()
         return choose
 
@@ -84,7 +84,7 @@ def build_lines(page, studio, current, revision, status) -> None:
             gr.Markdown(strings.label("studio_no_project", lang))
             return
         try:
-            project = studio.open(folder)
+            project = workspace.open(folder)
         except InvalidRequest as exc:
             gr.Markdown(plain(strings.message(exc, lang)), **MARKDOWN_OPTIONS)
             return
@@ -124,9 +124,9 @@ def build_lines(page, studio, current, revision, status) -> None:
             chooser.input(lambda value: int(value) - 1, inputs=chooser, outputs=page_no, api_visibility="private")
 
 
-def _position(studio, folder: str, line_id: str) -> int:
+def _position(workspace, folder: str, line_id: str) -> int:
     try:
-        lines = studio.open(folder).lines
+        lines = workspace.open(folder).lines
     except InvalidRequest:
         return 0
     return next((n for n, line in enumerate(lines, start=1) if line.id == line_id), 0)

@@ -2,7 +2,8 @@
 voice (remembered per name), render every line in order (resumable), fix single lines (regenerate, edit, lock)
 and export the mix, a stem per speaker and subtitles.
 
-The widgets live here and in `studio_voices.py` / `studio_lines.py`; the work is `studio_handlers.py`.
+The widgets live here and in `voices.py` / `lines.py`; the work is `studio/workspace.py` (a `Workspace` over the
+app's speech jobs).
 """
 
 # No `from __future__ import annotations`: Gradio finds `request: gr.Request` by its evaluated annotation.
@@ -11,23 +12,21 @@ from dataclasses import dataclass
 
 from ...errors import InvalidRequest
 from ...studio.script import parse_script, speakers
-from ...studio.textclean import NotText, decode_document
+from ...studio.workspace import EXPORT_PARTS, Workspace, read_script_file
 from ...types import EngineInfo
 from .. import strings
 from ..markup import MARKDOWN_OPTIONS, plain
 from ..page import Page
-from ..studio_events import chosen_glossary, chosen_policy, guarded, live, option_inputs
-from ..studio_handlers import EXPORT_PARTS, StudioHandlers, studio_for
-from ..studio_lines import build_lines
-from ..studio_voices import VoiceRows, build_voice_rows, choice_of
+from .events import chosen_options, guarded, live, option_inputs, workspace_for
+from .lines import build_lines
+from .voices import VoiceRows, build_voice_rows, choice_of
 
 SCRIPT_FILE_TYPES = [".txt", ".md", ".text"]
-MAX_SCRIPT_BYTES = 2 * 2**20
 
 
 @dataclass(frozen=True)
 class ScriptTab:
-    studio: StudioHandlers
+    workspace: Workspace
     voices: VoiceRows
     current: object  # gr.State: the open project's folder name ("" = none)
     revision: object  # gr.State: bumped by every change, redraws the lines
@@ -49,35 +48,17 @@ class ScriptTab:
         return self.voices.adapt(info, self.t, self.saved_enabled)
 
 
-def read_script_file(path: str | None) -> str:
-    """An uploaded script's text (UTF-8, UTF-16 with or without a BOM, GB18030), control characters dropped;
-    a binary file is refused by looking at all of it."""
-    if not path:
-        return ""
-    from pathlib import Path
-
-    with open(Path(path), "rb") as file:
-        data = file.read(MAX_SCRIPT_BYTES + 1)
-    if len(data) > MAX_SCRIPT_BYTES:
-        raise InvalidRequest("script_too_big", "the script file is over 2 MB; split it into several projects")
-    try:
-        return decode_document(data)
-    except NotText:
-        raise InvalidRequest("script_unreadable", "the script file is not text; save it as UTF-8 text and upload it "
-                             "again") from None
-
-
 def build_script(page: Page) -> ScriptTab:
     import gradio as gr
 
     t = page.t
-    studio = studio_for(page)
+    workspace = workspace_for(page)
     options = page.options
     with gr.Tab(t("tab_script"), id="script") as tab:
         current = gr.State("")
         revision = gr.State(0)
         with gr.Row(equal_height=True):
-            pick = gr.Dropdown(choices=studio.projects(), value=None, label=t("studio_open"), scale=2,
+            pick = gr.Dropdown(choices=workspace.projects(), value=None, label=t("studio_open"), scale=2,
                                allow_custom_value=True, elem_classes=["studio-open"])
             new_name = gr.Textbox(label=t("studio_new_name"), scale=2, elem_classes=["studio-new-name"])
             create = gr.Button(t("studio_create"), scale=1, elem_classes=["studio-create"])
@@ -93,7 +74,7 @@ def build_script(page: Page) -> ScriptTab:
             stop = gr.Button(t("stop"), variant="stop")
         status = gr.Markdown(elem_classes=["studio-status"], **MARKDOWN_OPTIONS)
         with gr.Accordion(t("studio_lines"), open=True):
-            build_lines(page, studio, current, revision, status)
+            build_lines(page, workspace, current, revision, status)
         with gr.Accordion(t("studio_export"), open=True):
             parts = gr.CheckboxGroup([(t(f"studio_part_{part}"), part) for part in EXPORT_PARTS],
                                      value=list(EXPORT_PARTS), label=t("studio_export_parts"))
@@ -109,7 +90,7 @@ def build_script(page: Page) -> ScriptTab:
                                                           speakers=len(project.speakers()), done=done)
         saved_ids = [value for _, value in page.saved.choices()]
         return {current: project.folder.name, revision: time.time_ns(), script: project.script,
-                pick: gr.update(choices=studio.projects(), value=project.folder.name),
+                pick: gr.update(choices=workspace.projects(), value=project.folder.name),
                 gap: project.settings.gap_s, status: message,
                 **voices.fill(project, page.manager.info(), page.saved.enabled, saved_ids, lang)}
 
@@ -117,26 +98,26 @@ def build_script(page: Page) -> ScriptTab:
         lang = options.language(data)
         if not data[pick]:
             return {}
-        project = guarded(lang, lambda: studio.open(data[pick]))
+        project = guarded(lang, lambda: workspace.open(data[pick]))
         return shown(project, lang, "studio_opened")
 
     def create_project(data: dict):
         lang = options.language(data)
-        project = guarded(lang, lambda: studio.create(data[new_name], data[script] or ""))
+        project = guarded(lang, lambda: workspace.create(data[new_name], data[script] or ""))
         return {**shown(project, lang, "studio_saved"), new_name: ""}
 
     def save_project(data: dict):
         lang = options.language(data)
-        project = guarded(lang, lambda: studio.save(data[current], data[new_name], data[script] or "",
+        project = guarded(lang, lambda: workspace.save(data[current], data[new_name], data[script] or "",
                                                     voices.values(data), data[gap]))
         return {**shown(project, lang, "studio_saved"), new_name: ""}
 
     def render_lines(data: dict, request: gr.Request, progress=gr.Progress()):
         lang = options.language(data)
-        folder, glossary, policy = data[current], chosen_glossary(page, data), chosen_policy(page, data)
+        folder, chosen = data[current], chosen_options(page, data)
         line_label = None
         for kind, value in live(page, request, progress, lang,
-                                lambda report, cancel: studio.render_all(folder, glossary, report, cancel, policy)):
+                                lambda report, cancel: workspace.render_all(folder, chosen, report, cancel)):
             if kind == "status":
                 label = value.split(" · ")[0]
                 changed = line_label is not None and label != line_label  # the line before is saved
@@ -149,7 +130,7 @@ def build_script(page: Page) -> ScriptTab:
     def export_files(data: dict):
         lang = options.language(data)
         output = options.output(data)
-        paths = guarded(lang, lambda: studio.export(data[current], output.fmt, tuple(data[parts] or ()),
+        paths = guarded(lang, lambda: workspace.export(data[current], output.fmt, tuple(data[parts] or ()),
                                                     output.normalize))
         return [str(path) for path in paths], strings.label("studio_exported", lang).format(count=len(paths))
 
@@ -166,7 +147,7 @@ def build_script(page: Page) -> ScriptTab:
         if names == list(data[voices.speakers] or []):
             return {}
         shown_now = {name: choice_of(row) for name, row in voices.values(data).items()}
-        remembered = {name: studio.remembered(name) for name in names if name not in shown_now}
+        remembered = {name: workspace.remembered(name) for name in names if name not in shown_now}
         saved_ids = [value for _, value in page.saved.choices()]
         known = {name: voice for name, voice in remembered.items() if voice[0] is not None}
         return voices.fill_names(names, {**known, **shown_now}, page.manager.info(), page.saved.enabled,
@@ -188,6 +169,6 @@ def build_script(page: Page) -> ScriptTab:
         concurrency_limit=page.settings.concurrency, concurrency_id="synthesis", **private)
     stop.click(stop_render, cancels=[rendering], queue=False, **private)
     export.click(export_files, inputs={current, parts, *options.inputs}, outputs=[files, status], **private)
-    tab.select(lambda: gr.update(choices=studio.projects()), outputs=pick, queue=False, **private)
-    return ScriptTab(studio, voices, current, revision, pick, new_name, script, gap, save, render, stop, status,
+    tab.select(lambda: gr.update(choices=workspace.projects()), outputs=pick, queue=False, **private)
+    return ScriptTab(workspace, voices, current, revision, pick, new_name, script, gap, save, render, stop, status,
                      parts, export, files, t, page.saved.enabled)

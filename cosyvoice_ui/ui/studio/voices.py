@@ -11,11 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..studio.voice_map import VoiceChoice
-from ..types import EngineInfo, Mode
-from .markup import MARKDOWN_OPTIONS, plain
-from .studio_handlers import VoiceRow
-from .transcribe import add_transcribe
+from ...studio.voice_map import VoiceChoice
+from ...studio.workspace import VoiceRow
+from ...types import EngineInfo, Mode
+from ..markup import MARKDOWN_OPTIONS, plain
+from ..transcribe import add_transcribe
 
 MAX_VOICES = 8
 CLONE_MODES = (Mode.ZERO_SHOT, Mode.CROSS_LINGUAL)
@@ -190,7 +190,7 @@ class VoiceRows:
         """Rows for `names`; `voices`: name → (VoiceChoice, sample file or None) (missing: the default voice)."""
         import gradio as gr
 
-        from . import strings
+        from .. import strings
 
         updates = {self.speakers: names[:MAX_VOICES],
                    self.more: gr.update(value=strings.label("studio_more_voices", lang).format(n=MAX_VOICES),
