@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import InvalidRequest
-from ..types import ProgressEvent
+from ..types import Mode, ProgressEvent
 
 if TYPE_CHECKING:
     from ..engine import Engine
@@ -209,3 +209,25 @@ def subtitle_targets(args, out: Path) -> list[tuple[str, Path]]:
             continue
         targets.append((fmt, Path(value) if str(value) else Path(out).with_suffix(f".{fmt}")))
     return targets
+
+
+def build_request(args, text: str):
+    """The request the synth flags describe, saying `text`."""
+    from ..audio import SOURCE_LIMITS, read_audio
+    from ..types import SynthesisRequest
+    from ..validation import infer_mode
+
+    if args.mode:
+        mode = Mode.parse(args.mode)
+    else:
+        mode = infer_mode(source=bool(args.source_wav), voice=bool(args.prompt_wav or args.voice),
+                          transcript=bool(args.prompt_text.strip() or getattr(args, "voice_transcript", "")),
+                          instruct=bool(args.instruct.strip()))
+    return SynthesisRequest(
+        mode=mode, text=text,
+        prompt_audio=read_audio(args.prompt_wav) if args.prompt_wav else None,
+        prompt_text=args.prompt_text, instruct_text=args.instruct, speaker=args.speaker,
+        source_audio=read_audio(args.source_wav, "source audio", SOURCE_LIMITS) if args.source_wav else None,
+        speed=args.speed, seed=args.seed, stream=args.stream, text_frontend=not args.no_text_frontend,
+        voice_match=args.voice_match,
+    )
