@@ -21,6 +21,7 @@ from .stream import STREAM_FORMATS
 from .studio_service import NotesCache, RunNotes, StudioService, glossary_tag, policy_tag, subtitle_choice
 from ..serving.default_voice import DEFAULT_NAME, VoiceRef, VoiceResolver
 from ..errors import CosyVoiceError, InvalidRequest
+from ..known_models import models_for, name_list
 from ..serving.glossary import Glossary, GlossaryStore
 from ..serving.jobs import JobOptions, Live, SpeechJob, SpeechJobs, instruct_takes_voice
 from ..serving.manager import ModelManager
@@ -235,9 +236,10 @@ class ApiService:
             mode = Mode.INSTRUCT if instructions else Mode.SFT
         else:
             if instructions and not instruct_takes_voice(info):
+                with_voice = name_list(models_for(Mode.INSTRUCT, instruct_voice=True))
                 raise InvalidRequest("instructions_need_preset", "instructions work with a preset speaker of an "
                                      f"instruct model ({mode_hint(Mode.INSTRUCT)}) or with any voice on "
-                                     "CosyVoice2/3, not with a cloned voice on this model; drop `instructions` "
+                                     f"{with_voice}, not with a cloned voice on this model; drop `instructions` "
                                      "or choose a preset voice", what="instructions")
             voice = self.library.require(ref.id) if ref.kind == "saved" else None
             if instructions:  # instruct2: the instructions, spoken in this voice
