@@ -416,6 +416,26 @@ def test_bad_flags_fail_in_one_line_with_exit_2(fake, tmp_path: Path, capsys, mo
     assert message in err and "Traceback" not in err and err.count("\n") == 1
 
 
+def test_blocked_words_stop_a_script_and_a_book_before_anything_is_spoken(fake, tmp_path: Path, capsys) -> None:
+    """`--blocked-words` holds for every line of a script and every piece of a book: each is one speech job."""
+    blocked = _write(tmp_path / "blocked.txt", "forbidden\n")
+    script = _write(tmp_path / "dialogue.txt", "Alice: Hi there.\nBob: The FORBIDDEN word.\n")
+    engine = fake()
+    assert main(_fake_args(tmp_path, "--script", str(script), "--out", str(tmp_path / "show.wav"),
+                           "--blocked-words", str(blocked))) == 2
+    err = capsys.readouterr().err
+    assert "line 2 (Bob)" in err and "does not allow" in err and "forbidden" not in err.casefold()
+    assert engine.requests == [] and not (tmp_path / "show.wav").exists()
+
+    book = write_epub(tmp_path / "book.epub", chapters=(("One", ("Fine words.",)), ("Two", ("A forbidden one.",))))
+    assert main(_fake_args(tmp_path, "--book", str(book), "--out", str(tmp_path / "book"),
+                           "--blocked-words", str(blocked))) == 2
+    err = capsys.readouterr().err
+    assert "chapter 2/2" in err and "does not allow" in err
+    assert engine.requests == [] and not (tmp_path / "book").exists()
+    assert main(_fake_args(tmp_path, "--script", str(script), "--out", str(tmp_path / "show.wav"))) == 0  # no flag
+
+
 # --- the glossary command ---------------------------------------------------------------------------------------
 
 def test_glossary_command_imports_lists_previews_exports_and_removes(fake, tmp_path: Path, capsys) -> None:
