@@ -97,7 +97,7 @@ def test_instructions_need_a_preset_where_instruct_takes_one(tmp_path: Path) -> 
     voice = save_voice(client)
     refused = client.post("/v1/audio/speech", json={"input": "hi", "voice": voice, "instructions": "whisper"})
     assert error_of(refused) == (422, "instructions_need_preset")
-    assert "CosyVoice2/3" in refused.json()["error"]["message"]  # says which models take a voice
+    assert "Fun-CosyVoice3-0.5B" in refused.json()["error"]["message"]  # says which models take a voice
     preset = client.post("/v1/audio/speech", json={"input": "hi", "voice": "alice", "instructions": "whisper",
                                                    "response_format": "wav"})
     assert preset.status_code == 200, preset.text
