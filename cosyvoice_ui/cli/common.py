@@ -146,8 +146,8 @@ def cli_settings(args) -> Settings:
                     blocked_words_file=getattr(args, "blocked_words", None))
 
 
-def speech_jobs(args, engine: Engine, glossary: Glossary | None = None, loudness: float | None = None):
-    """(the speech jobs, the options) of a CLI run on `engine`: every text goes through `SpeechJobs.prepare`
+def speech_jobs(args, glossary: Glossary | None = None, loudness: float | None = None):
+    """(the speech jobs, the options) of a CLI run: every text goes through `SpeechJobs.prepare`
     (glossary, default voice, take policy, the one check) and `render_on` like the app's requests."""
     from ..serving.default_voice import VoiceResolver
     from ..serving.jobs import JobOptions, SpeechJobs

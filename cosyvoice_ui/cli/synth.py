@@ -120,9 +120,9 @@ def cmd_synth(args) -> int:
     if args.text_file:
         from .batch import synth_text_file
 
-        speech, options = speech_jobs(args, engine, glossary)  # each file's loudness is set when it is written
+        speech, options = speech_jobs(args, glossary)  # each file's loudness is set when it is written
         return synth_text_file(engine, args, speech, options, progress)
-    speech, options = speech_jobs(args, engine, glossary, args.loudness)
+    speech, options = speech_jobs(args, glossary, args.loudness)
     return _synth_one(engine, args, speech, options, progress)
 
 

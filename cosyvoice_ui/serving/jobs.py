@@ -34,7 +34,7 @@ from ..errors import InvalidRequest
 from ..types import AudioChunk, CheckedRequest, EngineInfo, Mode, ProgressCallback, SynthesisRequest
 from ..validation import check_request
 from .content_policy import check_blocked, load_blocked_words
-from .default_voice import VoiceRef, VoiceResolver
+from .default_voice import DEFAULT_NAME, VoiceRef, VoiceResolver
 from .glossary import Glossary, GlossaryStore, resolve_glossary, with_glossary
 from .subtitles import Cue, SegmentClock
 from .takes import RetryPolicy, SegmentReport, guarded_synthesis, policy_from_settings
@@ -164,8 +164,9 @@ class SpeechJobs:
         return SpeechJob(checked, written, glossary, policy, voice, options.loudness, seed_given)
 
     def _saved_voice(self, speaker: str | None) -> VoiceRef | None:
-        saved = self.library.get(speaker) if self.library is not None and speaker else None
-        return VoiceRef("saved", saved.id, saved.transcript) if saved is not None else None
+        """The saved or built-in voice a request names as its speaker (registered with the engine first)."""
+        ref = self.resolver.lookup(speaker, None) if speaker and speaker != DEFAULT_NAME else None
+        return ref if ref is not None and not ref.is_preset else None
 
     @staticmethod
     def _check_voice_fits(request: SynthesisRequest, info: EngineInfo | None, voice: VoiceRef | None) -> None:

@@ -22,13 +22,13 @@ from .. import audio as audio_utils
 from ..errors import Cancelled, CosyVoiceError, InvalidRequest
 from ..files import sweep_stale_temp, write_atomic
 from ..serving.default_voice import VoiceResolver
-from ..serving.glossary import Glossary, GlossaryStore, apply_glossary
-from ..serving.jobs import JobOptions, SpeechJob, SpeechJobs, request_policy
+from ..serving.glossary import Glossary, GlossaryStore
+from ..serving.jobs import JobOptions, SpeechJob, SpeechJobs
 from ..serving.manager import ModelManager
-from ..serving.takes import RetryPolicy, SegmentReport
+from ..serving.takes import SegmentReport
 from ..settings import Settings
 from ..serving.subtitles import SUBTITLE_FORMATS, Cue, render
-from ..types import EngineInfo, Mode, ProgressEvent, SynthesisRequest
+from ..types import Mode, ProgressEvent, SynthesisRequest
 from . import strings
 from .events import event_text
 from .markup import plain_html
@@ -134,22 +134,6 @@ class Handlers:
     def glossary(self, glossary_id: str | None) -> Glossary | None:
         """The saved glossary `glossary_id` ("" or None: none); InvalidRequest when it no longer exists."""
         return self.speech.glossary((glossary_id or "").strip() or None)
-
-    def text_filter(self, glossary_id: str | None, info: EngineInfo | None = None):
-        """`text -> text` applying the saved glossary `glossary_id` for the model `info` (default: the current
-        one), or None when no glossary is chosen: the Script and Audiobook tabs give it to the renderers."""
-        glossary = self.glossary(glossary_id)
-        if glossary is None or not glossary.entries:
-            return None
-        target = info if info is not None else self.manager.info()
-        return lambda text: apply_glossary(text, glossary, target)
-
-    def policy(self, options: OutputOptions | None = None) -> RetryPolicy:
-        """The bad-take policy of the settings (`--take-retries`, `--no-take-check`), off when this browser
-        switched checks off (the studio tabs' renders)."""
-        switch = None if options is None or options.check_takes else False
-        policy = request_policy(self.settings, check_takes=switch)
-        return policy if policy is not None else RetryPolicy(enabled=False, retries=0)
 
     @staticmethod
     def lang(request) -> str:

@@ -35,7 +35,7 @@ class Options:
                              bool(data.get(self.check_takes, True)))
 
     def glossary_id(self, data: dict) -> str:
-        """The chosen saved glossary's id ("" = none); `Handlers.text_filter` turns it into a text filter."""
+        """The chosen saved glossary's id ("" = none); the speech job applies it (`JobOptions.glossary`)."""
         return str(data.get(self.glossary) or "")
 
     def glossary_choices(self) -> list[tuple[str, str]]:

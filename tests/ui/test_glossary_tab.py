@@ -132,15 +132,6 @@ def test_the_glossary_is_applied_before_the_length_check(tmp_path: Path) -> None
     assert info.value.code == "text_too_long"
 
 
-def test_the_text_filter_for_the_script_tabs(tmp_path: Path) -> None:
-    engine = FakeEngine(pronunciation=("pinyin",))
-    handlers = Handlers(manager_for(engine), Settings(glossary_dir=tmp_path / "g"), tmp_path / "out")
-    saved = handlers.glossaries.save(make_glossary("Names", ROWS[:1]))
-    assert handlers.text_filter("") is None
-    assert handlers.text_filter(saved.id)("Xi'an!") == "[x][ī][ān]!"
-    assert handlers.text_filter(saved.id, FakeEngine().info)("Xi'an!") == "Shee-ahn!"
-
-
 # --- the tab's events in a built page ---------------------------------------------------------------------------
 
 @pytest.fixture()

@@ -121,7 +121,8 @@ def test_the_browser_checkbox_switches_checks_off(tmp_path: Path) -> None:
 def test_the_servers_no_take_check_wins_over_the_browser(tmp_path: Path) -> None:
     engine = SegmentedEngine(bad={(PARTS[1], 1)})
     handlers = handlers_for(engine, tmp_path, check_takes=False)
-    assert not handlers.policy(OutputOptions(check_takes=True)).enabled
+    assert handlers.prepare(SynthesisRequest(Mode.SFT, text="x y", speaker="A", seed=1),
+                            OutputOptions(check_takes=True)).policy is None  # the switch on cannot turn it on
     outputs, _ = generate(handlers)
     assert len(engine.requests) == 1 and outputs[-1][4] == "Take checks off."
 
