@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from ...types import EngineInfo
 from ..page import Page
-from ..strings_text import PRONUNCIATION_CHIPS
+from ..strings import PRONUNCIATION_CHIPS
 from ..text_hints import kanji_hint_shown
 
 MAX_TAG_CHIPS = 8  # chips built per tab; a model's first MAX_TAG_CHIPS tags get one each
