@@ -108,7 +108,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also delete generated audio in --output-dir (the history's files) after this many minutes "
                         "(default 0: keep them; e.g. 1440 on a busy public server)")
     p.add_argument("--max-upload-mb", type=float, default=20.0)
-    p.add_argument("--blocked-words", type=Path, help="file of words the REST API refuses (one per line)")
+    p.add_argument("--blocked-words", type=Path,
+                   help="file of words this server refuses to speak (one per line), on every tab, the REST and Gradio "
+                        "APIs, scripts and books alike")
     p.add_argument("--engine-url", help="thin client: send synthesis to this remote instance")
     p.add_argument("--voices-dir", type=Path, default=Path("voices"))
     p.add_argument("--output-dir", type=Path, default=Path("outputs"))
