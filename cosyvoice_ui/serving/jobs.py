@@ -288,6 +288,9 @@ class Live:
             self.cancel.set()
         try:
             self._chunks.close()
+            close = getattr(self._run.stream, "close", None)  # the engine's generator: its own finally runs now
+            if close is not None:
+                close()
         except ValueError:  # running in another thread right now: it stops at the cancel flag
             pass
         finally:
