@@ -4,7 +4,8 @@
 #   bash run.sh [app.py flags]        e.g.  bash run.sh --share --auth me:secret
 #
 # First run: creates .venv, installs requirements (torch as the CPU build unless a GPU is found), and, when the
-# model hub is reachable, downloads CosyVoice-300M-SFT into pretrained_models/. Later runs start in seconds.
+# model hub is reachable and no model is given or found, downloads the recommended model (Fun-CosyVoice3-0.5B,
+# 3.4 GB) into pretrained_models/. Later runs start in seconds.
 # Environment:
 #   TORCH_VARIANT=auto|cpu|cuda   which torch build to install (auto: cuda when `nvidia-smi -L` works)
 #   COSYVOICE_AUTO_DOWNLOAD=0     never download a model (the offline default voice is used until you add one)
@@ -15,10 +16,18 @@ cd "$(dirname "$0")"
 bash scripts/install.sh
 PY=.venv/bin/python
 
-if [ "${COSYVOICE_AUTO_DOWNLOAD:-1}" != 0 ] && ! ls pretrained_models/*/cosyvoice*.yaml >/dev/null 2>&1; then
+given_model=0
+for arg in "$@"; do
+  case "$arg" in --model-dir|--model-dir=*|--engine-url|--engine-url=*) given_model=1 ;; esac
+done
+if [ "${COSYVOICE_AUTO_DOWNLOAD:-1}" != 0 ] && [ "$given_model" = 0 ] \
+    && ! ls pretrained_models/*/cosyvoice*.yaml >/dev/null 2>&1; then
   if "$PY" -c "import sys; from cosyvoice_ui.cosyvoice.hub import hub_reachable; sys.exit(0 if hub_reachable(3) else 1)"; then
-    echo "No model yet: downloading CosyVoice-300M-SFT (1.7 GB; Ctrl-C to skip, COSYVOICE_AUTO_DOWNLOAD=0 to never ask)"
-    "$PY" -m cosyvoice_ui download CosyVoice-300M-SFT || echo "download failed; continuing with the offline default voice"
+    recommended=$("$PY" -c "from cosyvoice_ui.known_models import recommended_model as r; m = r(); print(f'{m.name} {m.size_gb:.1f}')")
+    name=${recommended% *}
+    echo "No model yet: downloading $name (${recommended#* } GB; Ctrl-C to skip, COSYVOICE_AUTO_DOWNLOAD=0 to never ask;"
+    echo "CosyVoice-300M-SFT, 1.7 GB, stays one click away in the model panel)"
+    "$PY" -m cosyvoice_ui download "$name" || echo "download failed; continuing with the offline default voice"
   else
     echo "No model yet and the model hub is unreachable: starting with the offline default voice."
   fi

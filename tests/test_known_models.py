@@ -15,11 +15,11 @@ def test_the_table_is_the_runnable_checkpoints_with_their_modes() -> None:
     assert [m.name for m in table] == [c.name for f in SUPPORTED for c in f.checkpoints]
     by_name = {m.name: m for m in table}
     assert by_name["CosyVoice-300M"].modes == (Mode.ZERO_SHOT, Mode.CROSS_LINGUAL, Mode.VC)
-    assert Mode.SFT in by_name["CosyVoice-300M-SFT"].modes and by_name["CosyVoice-300M-SFT"].recommended
+    assert Mode.SFT in by_name["CosyVoice-300M-SFT"].modes and not by_name["CosyVoice-300M-SFT"].recommended
     assert Mode.INSTRUCT in by_name["CosyVoice-300M-Instruct"].modes
     assert Mode.CROSS_LINGUAL not in by_name["CosyVoice-300M-Instruct"].modes  # upstream refuses it there
     assert by_name["Fun-CosyVoice3-0.5B"].pronunciation == ("pinyin", "cmu")
-    assert known_models.recommended_model().name == "CosyVoice-300M-SFT"
+    assert known_models.recommended_model().name == "Fun-CosyVoice3-0.5B"  # the newest generation
 
 
 def test_a_checkpoints_modes_are_what_its_folder_offers(tiny_base: Path, tiny_sft: Path, tiny_instruct: Path) -> None:

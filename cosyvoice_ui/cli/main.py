@@ -51,20 +51,39 @@ def build_parser() -> argparse.ArgumentParser:
     add_glossary_parser(sub)
     add_transcribe_parser(sub)
     d = sub.add_parser("download", help="download a catalogue model into pretrained_models/NAME (a speech "
-                       "recognition model, e.g. whisper-small, into pretrained_models/asr/NAME)")
-    d.add_argument("name")
+                       "recognition model, e.g. whisper-small, into pretrained_models/asr/NAME)",
+                       epilog=download_names(), formatter_class=argparse.RawDescriptionHelpFormatter)
+    d.add_argument("name", help="a name listed below (`list-models` shows what is installed)")
     d.add_argument("--models-dir", type=Path, default=Path("pretrained_models"))
     lm = sub.add_parser("list-models", help="show the catalogues (speech and recognition models) and what is "
                         "installed")
     lm.add_argument("--models-dir", type=Path, default=Path("pretrained_models"))
     pa = sub.add_parser("parity", help="check the engine against golden data computed by upstream")
     pa.add_argument("fixture_dir", type=Path)
-    sv = sub.add_parser("serve", help="start the web app and REST API (same flags as app.py)")
+    # serve and cluster hand every flag (--help included) to the app's own parser, which lists its options
+    sv = sub.add_parser("serve", help="start the web app and REST API (same flags as app.py)", add_help=False)
     sv.add_argument("app_args", nargs=argparse.REMAINDER)
     cl = sub.add_parser("cluster", help="serve the REST API from engine replicas on Ray Serve (same flags as app.py, "
-                        "plus --models, --replicas, --replica-gpus ...; needs requirements-serve.txt)")
+                        "plus --models, --replicas, --replica-gpus ...; needs requirements-serve.txt)", add_help=False)
     cl.add_argument("app_args", nargs=argparse.REMAINDER)
     return parser
+
+
+def download_names() -> str:
+    """The names `download` takes, with their size and what they are (the catalogues' own words)."""
+    from ..asr.catalogue import CATALOGUE as ASR
+    from ..cosyvoice.hub import catalogue
+    from ..known_models import recommended_model
+
+    best = recommended_model()
+    lines = ["speech models (into --models-dir/NAME):"]
+    for entry in catalogue():
+        mark = "  (recommended)" if best is not None and entry.name == best.name else ""
+        lines.append(f"  {entry.name:26} {entry.size_gb:4.1f} GB  {entry.description}{mark}")
+    lines.append("speech recognition, for Transcribe (into --models-dir/asr/NAME):")
+    lines += [f"  {entry.name:26} {entry.size_gb:4.1f} GB  {getattr(entry, 'description', '')}".rstrip()
+              for entry in ASR]
+    return "\n".join(lines)
 
 
 def cmd_voices(args) -> int:
@@ -155,7 +174,7 @@ def cmd_serve(args) -> int:
         return cmd_cluster(argparse.Namespace(app_args=[a for a in args.app_args if a != "--ray"]))
     from ..web.flags import main as app_main
 
-    return app_main(args.app_args)
+    return app_main(args.app_args, prog="python -m cosyvoice_ui serve")
 
 
 def cmd_cluster(args) -> int:

@@ -93,7 +93,7 @@ class Checkpoint:
     size_gb: float
     description: str
     preset_speakers: bool = False  # ships preset speakers (spk2info.pt), so it offers the family's preset modes
-    recommended: bool = False  # the download the app offers first (presets and cloning)
+    recommended: bool = False  # the download the app offers first (the newest generation)
 
 
 @dataclass(frozen=True)
@@ -213,7 +213,7 @@ V1 = FamilySpec(
         Checkpoint("CosyVoice-300M", "FunAudioLLM/CosyVoice-300M", 1.7,
                    "base model: 3-second voice cloning, cross-lingual, voice conversion"),
         Checkpoint("CosyVoice-300M-SFT", "FunAudioLLM/CosyVoice-300M-SFT", 1.7,
-                   "7 preset speakers (zh/en/ja/yue/ko) plus cloning", preset_speakers=True, recommended=True),
+                   "7 preset speakers (zh/en/ja/yue/ko) plus cloning", preset_speakers=True),
         Checkpoint("CosyVoice-300M-Instruct", "FunAudioLLM/CosyVoice-300M-Instruct", 1.7,
                    "preset speakers whose style you describe in words", preset_speakers=True),
     ),
@@ -235,7 +235,8 @@ V2 = FamilySpec(
     instruct_examples=("用四川话说这句话",),
     streaming=UPSTREAM_STREAMING_V2,
     upstream_streaming=UPSTREAM_STREAMING_V2,
-    checkpoints=(Checkpoint("CosyVoice2-0.5B", "FunAudioLLM/CosyVoice2-0.5B", 3.4, "second generation"),),
+    checkpoints=(Checkpoint("CosyVoice2-0.5B", "FunAudioLLM/CosyVoice2-0.5B", 3.4,
+                            "second generation: cloning, dialects and styles described in words, streaming"),),
     supported=True,
     instruct_voice=True,
     instructions=_V2_INSTRUCTIONS,
@@ -258,7 +259,8 @@ V3 = FamilySpec(
     streaming=UPSTREAM_STREAMING_V3,
     upstream_streaming=UPSTREAM_STREAMING_V3,
     checkpoints=(Checkpoint("Fun-CosyVoice3-0.5B", "FunAudioLLM/Fun-CosyVoice3-0.5B-2512", 3.4,
-                            "third generation"),),
+                            "third generation, the best: 3-second cloning in 9 languages and 18+ Chinese dialects, "
+                            "styles described in words, pronunciation hints", recommended=True),),
     supported=True,
     instruct_voice=True,
     check_transcript_length=True,
