@@ -21,6 +21,8 @@ ROOT = Path(__file__).resolve().parents[1]
 IN_CI = os.environ.get("CI", "").lower() == "true"
 INNER_TIMEOUT_S = 900
 
+pytestmark = pytest.mark.slow  # a real Ray cluster: minutes
+
 
 def _unavailable() -> str | None:
     if importlib.util.find_spec("ray") is None:

@@ -21,3 +21,21 @@ def test_missing_golden_data_skips_with_the_reason_elsewhere(monkeypatch) -> Non
 
 def test_present_golden_data_is_found() -> None:
     assert (fixture_dir("cosyvoice1-tiny") / "README.md").is_file()
+
+
+def test_every_entry_of_the_fast_tiers_exclusions_names_a_test() -> None:
+    """SLOW_HERE (conftest) keeps named files and tests out of `test.sh --fast`; a renamed test must not slip back
+    into the fast tier unnoticed."""
+    import ast
+
+    from .conftest import LONGEST_FIRST, REPO, SLOW_HERE, XDIST_GROUPS
+
+    for entry in SLOW_HERE:
+        path, _, name = entry.partition("::")
+        assert (REPO / path).is_file(), entry
+        if name:
+            tree = ast.parse((REPO / path).read_text(encoding="utf-8"))
+            assert name in {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}, entry
+    for path in (*LONGEST_FIRST, *XDIST_GROUPS):
+        assert (REPO / path).is_file(), path
+
