@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Create .venv-bridge with the wyoming-openai bridge (requirements-bridge.txt) for tests/test_wyoming.py and
+# Create .venv-bridge (or $BRIDGE_VENV) with the wyoming-openai bridge (requirements-bridge.txt) for tests/test_wyoming.py and
 # print its interpreter. It needs Python >= 3.12: python3.13/python3.12 on PATH, else a pyenv version.
 # Prints nothing (and the test skips with the reason) when no such Python exists or the install fails.
 set -uo pipefail
@@ -16,7 +16,7 @@ find_python() {
   fi
   return 1
 }
-VENV=.venv-bridge
+VENV="${BRIDGE_VENV:-.venv-bridge}"  # test.sh may keep it in the machine's cache
 want=$(sha256sum requirements-bridge.txt | cut -d' ' -f1)
 if [ ! -x "$VENV/bin/python" ] || [ "$(cat "$VENV/.requirements.sha256" 2>/dev/null)" != "$want" ]; then
   py=$(find_python) || { echo "no Python >= 3.12 for the wyoming-openai bridge; its test will skip" >&2; exit 0; }
@@ -25,4 +25,4 @@ if [ ! -x "$VENV/bin/python" ] || [ "$(cat "$VENV/.requirements.sha256" 2>/dev/n
       -r requirements-bridge.txt && echo "$want" > "$VENV/.requirements.sha256"; } >&2 \
     || { echo "warning: the wyoming-openai bridge could not be installed; its test will skip" >&2; rm -rf "$VENV"; exit 0; }
 fi
-echo "$(pwd)/$VENV/bin/python"
+case "$VENV" in /*) echo "$VENV/bin/python" ;; *) echo "$(pwd)/$VENV/bin/python" ;; esac
