@@ -1,4 +1,7 @@
-"""Audio features against the upstream goldens (frontend_goldens.safetensors) and an independent resampler."""
+"""Audio features against the upstream goldens (each tiny fixture's frontend_goldens.safetensors: v1 at 22.05 kHz,
+v2/v3 at 24 kHz with each yaml's feat_extractor settings, v2 fmax 8000, v3 fmax None = 12 kHz): the mel basis, the
+prompt mel, whisper's 128-bin log-mel and the CAM++ fbank, one parametrised test per feature for the three
+generations; and an independent resampler."""
 
 from __future__ import annotations
 
@@ -10,11 +13,32 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from cosyvoice_ui.cosyvoice.config import MelConfig
+from cosyvoice_ui.cosyvoice.config import MelConfig, parse_v1, parse_v2, parse_v3, read_yaml
 from cosyvoice_ui.cosyvoice.frontend import features as fx
+from cosyvoice_ui.cosyvoice.frontend.prompt import PromptEncoder
+from cosyvoice_ui.types import Audio
+
+from ..conftest import fixture_dir
 
 V1_MEL = MelConfig(n_fft=1024, num_mels=80, sampling_rate=22050, hop_size=256, win_size=1024, fmin=0.0, fmax=8000.0)
 V2_MEL = MelConfig(n_fft=1920, num_mels=80, sampling_rate=24000, hop_size=480, win_size=1920, fmin=0.0, fmax=8000.0)
+# family → (golden folder, yaml, parser, the goldens' wave at the model's rate)
+FAMILIES = {"v1": ("cosyvoice1-tiny", "cosyvoice.yaml", parse_v1, "wave_22050"),
+            "v2": ("cosyvoice2-tiny", "cosyvoice2.yaml", parse_v2, "wave_24k"),
+            "v3": ("cosyvoice3-tiny", "cosyvoice3.yaml", parse_v3, "wave_24k")}
+# (n_fft, hop, window, rate, bins, fmax) each yaml gives
+MEL_SETTINGS = {"v1": (1024, 256, 1024, 22050, 80, 8000.0), "v2": (1920, 480, 1920, 24000, 80, 8000.0),
+                "v3": (1920, 480, 1920, 24000, 80, None)}
+
+
+@pytest.fixture(scope="module", params=sorted(FAMILIES))
+def case(request: pytest.FixtureRequest) -> tuple[str, MelConfig, dict[str, torch.Tensor]]:
+    """(family, its yaml's mel settings, its goldens)."""
+    family = request.param
+    name, yaml_name, parse, _ = FAMILIES[family]
+    folder = fixture_dir(name)
+    mel = parse(read_yaml(folder / yaml_name), yaml_name).mel
+    return family, mel, load_file(str(folder / "frontend_goldens.safetensors"))
 
 
 @pytest.fixture(scope="module")
@@ -28,27 +52,49 @@ def assert_close(actual: torch.Tensor, expected: torch.Tensor, atol: float, what
     assert diff.max().item() <= atol, f"{what}: max abs diff {diff.max().item():.3g} (mean {diff.mean().item():.3g})"
 
 
-# ------------------------------------------------------------------------------------------ goldens
+# ------------------------------------------------------------------------------------------ goldens, every family
 
 
-def test_slaney_mel_basis_matches_librosa(golden: dict[str, torch.Tensor]) -> None:
-    basis = fx.slaney_mel_filters(22050, 1024, 80, 0.0, 8000.0)
-    assert basis.dtype == np.float32
-    assert_close(torch.from_numpy(basis), golden["mel_basis"], 1e-7, "mel_basis")
+def test_the_yaml_mel_settings(case) -> None:
+    family, mel, _ = case
+    settings = (mel.n_fft, mel.hop_size, mel.win_size, mel.sampling_rate, mel.num_mels, mel.fmax)
+    assert settings == MEL_SETTINGS[family]
 
 
-def test_matcha_mel_matches_golden(golden: dict[str, torch.Tensor]) -> None:
-    mel = fx.matcha_mel(golden["wave_22050"], V1_MEL)
-    assert mel.shape[-1] == golden["wave_22050"].shape[-1] // 256
-    assert_close(mel, golden["speech_feat_mel"], 1e-4, "speech_feat_mel")
+def test_slaney_mel_basis_matches_librosa(case) -> None:
+    family, mel, golden = case
+    basis = fx.slaney_mel_filters(mel.sampling_rate, mel.n_fft, mel.num_mels, mel.fmin, mel.fmax)
+    assert basis.shape == (80, mel.n_fft // 2 + 1) and basis.dtype == np.float32
+    assert_close(torch.from_numpy(basis), golden["mel_basis"], 1e-7, f"{family} mel_basis")  # measured 0
 
 
-def test_whisper_log_mel_matches_golden(golden: dict[str, torch.Tensor]) -> None:
+def test_prompt_mel_matches_speech_feat_mel(case) -> None:
+    family, mel, golden = case
+    wave = golden[FAMILIES[family][3]]
+    feat = fx.matcha_mel(wave, mel)
+    assert feat.shape[-1] == wave.shape[-1] // mel.hop_size
+    assert_close(feat, golden["speech_feat_mel"], 1e-4, f"{family} speech_feat_mel")  # README tolerance
+    # The engine's path: a recording at the model's rate → time-major [1, T, 80] prompt features.
+    encoder = PromptEncoder(speaker_encoder=None, speech_tokenizer=None, mel=mel)  # prompt_mel needs neither
+    prompt = encoder.prompt_mel(Audio(samples=wave[0].numpy(), sample_rate=mel.sampling_rate))
+    assert_close(prompt, golden["speech_feat_mel"].transpose(1, 2), 1e-4, f"{family} prompt_mel")
+
+
+def test_whisper_log_mel_matches_golden(case) -> None:
+    family, _, golden = case
     feat = fx.whisper_log_mel(golden["wave_16k"], n_mels=128)
-    assert_close(feat, golden["whisper_log_mel_128"], 1e-4, "whisper_log_mel_128")
+    assert_close(feat, golden["whisper_log_mel_128"], 1e-4, f"{family} whisper_log_mel_128")
+
+
+def test_campplus_features_match_golden(case) -> None:
+    family, _, golden = case
+    feat = fx.campplus_features(golden["wave_16k"])
+    assert feat.shape[0] == 1
+    assert_close(feat[0], golden["kaldi_fbank_80_cmn"], 1e-3, f"{family} kaldi_fbank_80_cmn")
 
 
 def test_kaldi_fbank_matches_golden(golden: dict[str, torch.Tensor]) -> None:
+    """The raw fbank (before CMN): only the v1 goldens hold it."""
     wave = golden["wave_16k"]
     fbank = fx.kaldi_fbank(wave, num_mel_bins=80, sample_frequency=16000)
     assert fbank.shape[0] == 1 + (wave.shape[-1] - 400) // 160
@@ -56,10 +102,13 @@ def test_kaldi_fbank_matches_golden(golden: dict[str, torch.Tensor]) -> None:
     assert_close(fx.kaldi_fbank(wave[0]), fbank, 0.0, "1-D input")
 
 
-def test_campplus_features_match_golden(golden: dict[str, torch.Tensor]) -> None:
-    feat = fx.campplus_features(golden["wave_16k"])
-    assert feat.shape[0] == 1
-    assert_close(feat[0], golden["kaldi_fbank_80_cmn"], 1e-3, "kaldi_fbank_80_cmn")
+def test_v2_and_v3_mels_differ_only_above_8k() -> None:
+    v2 = parse_v2(read_yaml(fixture_dir("cosyvoice2-tiny") / "cosyvoice2.yaml"), "cosyvoice2.yaml").mel
+    v3 = parse_v3(read_yaml(fixture_dir("cosyvoice3-tiny") / "cosyvoice3.yaml"), "cosyvoice3.yaml").mel
+    wave = load_file(str(fixture_dir("cosyvoice3-tiny") / "frontend_goldens.safetensors"))["wave_24k"]
+    a, b = fx.matcha_mel(wave, v2), fx.matcha_mel(wave, v3)  # one process, both bases: no shared cache entry
+    assert a.shape == b.shape and not torch.equal(a, b)
+    assert torch.equal(fx.matcha_mel(wave, v2), a)
 
 
 # ------------------------------------------------------------------------------------------ shapes, caches, batches
