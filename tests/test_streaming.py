@@ -1,4 +1,7 @@
-"""Streaming chunk schedule (upstream's and our shorter first hop) and the audio at chunk joins."""
+"""Streaming chunk schedules and the audio at chunk joins: v1's (upstream's and our shorter first hop, cosyvoice-models.md
+§7.3) and v2/v3's (§7.4: chunk ends on multiples of 25 tokens counted from the flow prompt's start, 3 look-ahead
+tokens past each, hops 25 → 50 → 100, all tokens re-sent every call). What every generation does alike (no tokens,
+a segment too short to stream) is one parametrised test."""
 
 from __future__ import annotations
 
@@ -9,8 +12,10 @@ import pytest
 import torch
 
 from cosyvoice_ui import load_engine
-from cosyvoice_ui.cosyvoice.families import LOW_LATENCY_STREAMING_V1, UPSTREAM_STREAMING_V1, V1, StreamingSpec
+from cosyvoice_ui.cosyvoice.families import (LOW_LATENCY_STREAMING_V1, UPSTREAM_STREAMING_V1, V1, V2, V3, FamilySpec,
+                                             StreamingSpec)
 from cosyvoice_ui.cosyvoice.streaming import stream_tokens
+from cosyvoice_ui.cosyvoice.streaming_qwen import stream_with_lookahead
 from cosyvoice_ui.testing.signals import voice_clip
 from cosyvoice_ui.types import Mode
 
@@ -45,7 +50,69 @@ def test_default_schedule_sends_a_short_first_chunk_then_upstream_hops() -> None
     # 0..51 first; then 100-token hops from token 32 on (20 overlap each), the rest at the end.
     assert _chunk_sizes(LOW_LATENCY_STREAMING_V1, 300) == [(first + 20, False), (120, False), (120, False),
                                                             (300 - first - 200, True)]
-    assert _chunk_sizes(LOW_LATENCY_STREAMING_V1, 40) == [(40, True)]  # too short to stream: one chunk
+
+
+# --- v2 and v3: the look-ahead schedule ------------------------------------------------------------------
+
+
+class FakeRender:
+    def __init__(self, prompt_tokens: int) -> None:
+        self.prompt_tokens = prompt_tokens
+        self.calls: list[tuple[int, int, bool]] = []  # (tokens passed, offset, finalize)
+
+    def chunk(self, tokens: torch.Tensor, offset: int, finalize: bool) -> torch.Tensor:
+        self.calls.append((tokens.size(1), offset, finalize))
+        return torch.zeros(1, 10)
+
+
+@pytest.mark.parametrize("prompt", [0, 7, 25, 60])
+def test_chunk_boundaries_sit_on_multiples_of_25_from_the_prompt(prompt: int) -> None:
+    render = FakeRender(prompt)
+    out = list(stream_with_lookahead(range(400), render, V2.streaming))
+    assert [last for _, last in out] == [False] * (len(out) - 1) + [True]
+    offsets = [offset for _, offset, _ in render.calls]
+    assert offsets[0] == 0 and render.calls[-1] == (400, offsets[-1], True)
+    ends = offsets[1:]  # where each chunk ended (the next one's offset)
+    assert all((prompt + end) % 25 == 0 for end in ends)
+    hops = [b - a for a, b in zip(offsets, offsets[1:])]
+    assert hops[1:4] == [50, 100, 100]
+    for (sent, offset, final), hop in zip(render.calls, hops):
+        assert not final and sent == offset + hop + V2.streaming.pre_lookahead_len
+
+
+# --- every generation -----------------------------------------------------------------------------------
+
+
+def _schedule(family: FamilySpec, n_tokens: int) -> tuple[list, list[tuple[int, bool]]]:
+    """(the chunks streamed, each render call's (tokens passed, finalize)) for `n_tokens` under the family's
+    default schedule."""
+    if family is V1:
+        calls: list[tuple[int, bool]] = []
+
+        def render(tokens: torch.Tensor, finalize: bool) -> torch.Tensor:
+            calls.append((tokens.shape[1], finalize))
+            return torch.zeros(1, 1)
+
+        return list(stream_tokens(range(n_tokens), render, family.streaming)), calls
+    fake = FakeRender(0)
+    out = list(stream_with_lookahead(range(n_tokens), fake, family.streaming))
+    return out, [(sent, final) for sent, _, final in fake.calls]
+
+
+@pytest.mark.parametrize("family", [V1, V2, V3], ids=["v1", "v2", "v3"])
+def test_no_tokens_is_one_empty_last_chunk(family: FamilySpec) -> None:
+    out, _ = _schedule(family, 0)
+    assert len(out) == 1 and out[0][1] and out[0][0].numel() == 0
+
+
+@pytest.mark.parametrize(("family", "tokens"), [(V1, 40), (V2, 27), (V3, 27)], ids=["v1", "v2", "v3"])
+def test_a_segment_too_short_to_stream_is_rendered_once_finally(family: FamilySpec, tokens: int) -> None:
+    """v1: shorter than the first hop and its overlap; v2/v3: 25 + 3 look-ahead never reached."""
+    _, calls = _schedule(family, tokens)
+    assert calls == [(tokens, True)]
+
+
+# --- v1's audio at the joins, on a tiny model ------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
