@@ -1,11 +1,18 @@
-"""HiFT vocoder: loading (both weight-norm spellings), golden parity per stage, streaming hift part,
-shapes and determinism on a tiny random model.
+"""HiFT vocoders: v1's `HiFTGenerator` at 22.05 kHz (SineGen), v2's at 24 kHz with three stages and `SineGen2`, v3's
+`CausalHiFTGenerator` (fixed noise, float64 f0, `finalize`). Loading (official keys, both weight-norm spellings),
+golden parity per stage (one parametrised test per stage for v1 and v2, which share the layout; v3's own), the
+vocoder part of the streaming goldens, shapes and determinism on tiny random models.
 
-Goldens: ../shared/fixtures/cosyvoice1-tiny (upstream run on a tiny v1 model); tolerances from its README.
+Goldens: ../shared/fixtures/cosyvoice1-tiny, cosyvoice2-tiny and cosyvoice3-tiny (upstream runs); tolerances from
+their READMEs: f0 5e-3, source 5e-4, conv_post_out 1e-4, wave from the saved source 1e-4, end to end 1e-3,
+stream speech 1e-3.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import json
 import math
 from pathlib import Path
 
@@ -13,13 +20,21 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from cosyvoice_ui.cosyvoice.checkpoint import fold_weight_norm, read_state_dict
+from cosyvoice_ui.cosyvoice.checkpoint import (fold_weight_norm, load_strict, read_state_dict,
+                                               strip_generator_prefix)
 from cosyvoice_ui.cosyvoice.config import HiFTConfig, parse_v1, read_yaml
-from cosyvoice_ui.errors import CheckpointError
 from cosyvoice_ui.cosyvoice.families import V1
+from cosyvoice_ui.cosyvoice.models.causal_conv import CausalConv1d
 from cosyvoice_ui.cosyvoice.models.hift import HiFTGenerator, unfold_weight_norm, weight_norm_names
-from cosyvoice_ui.cosyvoice.models.nsf import NSFNoise, SineGen, SourceModuleHnNSF
+from cosyvoice_ui.cosyvoice.models.hift_causal import (CausalHiFTGenerator, construction_rng_ops,
+                                                        upstream_fixed_noise)
+from cosyvoice_ui.cosyvoice.models.nsf import (CausalSineGen2, FixedNSFNoise, NSFNoise, SineGen, SineGen2,
+                                               SourceModuleHnNSF)
+from cosyvoice_ui.cosyvoice.parity.v3 import causal_source_golden, stream_chunks
 from cosyvoice_ui.cosyvoice.registry import backend_for
+from cosyvoice_ui.errors import CheckpointError
+
+from ..conftest import fixture_dir
 
 # (case, seed of the manifest's noise_recipe)
 CASES = [("H1_frontend_mel", 201), ("H2_flow_mel", 202)]
@@ -76,16 +91,6 @@ def streaming(v1_fixture: Path) -> dict[str, torch.Tensor]:
 
 
 # --- loading -------------------------------------------------------------------------------------
-
-
-def test_weight_norm_names_match_the_official_layout(v1_fixture: Path, hift: HiFTGenerator) -> None:
-    sd = read_state_dict(v1_fixture / "hift.pt")
-    suffix = ".parametrizations.weight.original0"
-    in_file = {k[: -len(suffix)] for k in sd if k.endswith(suffix)}
-    names = weight_norm_names(hift)
-    assert len(names) == len(set(names))
-    assert set(names) == in_file
-    assert "source_downs.0" not in names
 
 
 def test_both_weight_norm_spellings_load_to_identical_outputs(v1_fixture: Path, fixture_cfg: HiFTConfig,
@@ -146,13 +151,6 @@ def test_unfold_rejects_unknown_names() -> None:
 # --- golden parity ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("case", [c for c, _ in CASES])
-def test_f0_matches_golden(case: str, hift: HiFTGenerator, goldens: dict[str, torch.Tensor]) -> None:
-    with torch.no_grad():
-        f0 = hift.predict_f0(goldens[f"{case}.mel"])
-    assert_close(f0, goldens[f"{case}.f0"], 5e-3, f"{case} f0")
-
-
 def test_noise_draws_follow_the_recipe(goldens: dict[str, torch.Tensor]) -> None:
     noise = NSFNoise.draw(1, 9, 22016, torch.Generator().manual_seed(201))
     # The golden phase was served by a recipe written (u*2-1)*pi; upstream's Uniform computes
@@ -170,14 +168,6 @@ def test_noise_draw_consumes_the_unused_branch_draw() -> None:
     assert torch.equal(after, torch.rand(3, generator=ref))
 
 
-@pytest.mark.parametrize("case,seed", CASES)
-def test_source_from_golden_f0_matches(case: str, seed: int, hift: HiFTGenerator,
-                                       goldens: dict[str, torch.Tensor]) -> None:
-    with torch.no_grad():
-        source = hift.source(goldens[f"{case}.f0"], torch.Generator().manual_seed(seed))
-    assert_close(source, goldens[f"{case}.source"], 5e-4, f"{case} source")
-
-
 def test_source_from_saved_draws_matches(hift: HiFTGenerator, goldens: dict[str, torch.Tensor]) -> None:
     case = "H1_frontend_mel"
     noise = NSFNoise(phase=goldens[f"{case}.phase_draw"], sine=goldens[f"{case}.sine_noise_draw"])
@@ -187,28 +177,6 @@ def test_source_from_saved_draws_matches(hift: HiFTGenerator, goldens: dict[str,
     # uv as upstream defines it, from the nearest-upsampled f0
     uv = (goldens[f"{case}.f0"].repeat_interleave(256, dim=1) > 10).float().unsqueeze(-1)
     assert torch.equal(uv, goldens[f"{case}.uv"])
-
-
-def test_conv_post_out_from_saved_source(hift: HiFTGenerator, goldens: dict[str, torch.Tensor]) -> None:
-    case = "H1_frontend_mel"
-    with torch.no_grad():
-        out = hift.decode_to_spectrum(goldens[f"{case}.mel"], goldens[f"{case}.source"])
-    assert_close(out, goldens[f"{case}.conv_post_out"], 1e-4, "conv_post_out")
-
-
-@pytest.mark.parametrize("case", [c for c, _ in CASES])
-def test_wave_from_saved_source(case: str, hift: HiFTGenerator, goldens: dict[str, torch.Tensor]) -> None:
-    with torch.no_grad():
-        wave = hift.decode(goldens[f"{case}.mel"], goldens[f"{case}.source"])
-    assert_close(wave, goldens[f"{case}.wave"], 1e-4, f"{case} wave from source")
-
-
-@pytest.mark.parametrize("case,seed", CASES)
-def test_wave_end_to_end_from_mel(case: str, seed: int, hift: HiFTGenerator,
-                                  goldens: dict[str, torch.Tensor]) -> None:
-    wave, source = hift.inference(goldens[f"{case}.mel"], generator=torch.Generator().manual_seed(seed))
-    assert_close(source, goldens[f"{case}.source"], 5e-4, f"{case} source end to end")
-    assert_close(wave, goldens[f"{case}.wave"], 1e-3, f"{case} wave end to end")
 
 
 # --- streaming addendum (hift part) --------------------------------------------------------------
@@ -321,3 +289,427 @@ def test_set_conv_dtype_keeps_shapes_and_float32_around_the_convolutions() -> No
     assert model.f0_predictor.condnet[0].weight.dtype == torch.float32  # f0 and the source stay float32
     assert spec.dtype == torch.float32 and spec.shape == ref.shape == (1, 18, 6 * 256 // 4 + 1)
     assert wave.shape == (1, 6 * 256) and wave.dtype == torch.float32
+
+
+# --- 24 kHz: v2 and v3 ---------------------------------------------------------------------------------------
+
+V2_CASES = [("H1_frontend_mel", 301), ("H2_flow_mel", 302)]  # (case, the manifest's noise_recipe seed)
+V3_CASES = [("H1_frontend_mel", True), ("H2_flow_mel", True), ("H3_stream_prefix", False)]  # (case, finalize)
+G_SUFFIX = ".parametrizations.weight.original0"
+
+
+def hift_args(yaml_path: Path) -> dict:
+    return read_yaml(yaml_path)["hift"].args
+
+
+def hift_config(args: dict) -> HiFTConfig:
+    """The yaml's hift section as a HiFTConfig (the family parsers are not this test's subject)."""
+    f0 = args["f0_predictor"].args
+
+    def pairs(v: list) -> tuple:
+        return tuple(tuple(x) for x in v)
+
+    return HiFTConfig(
+        in_channels=args["in_channels"], base_channels=args["base_channels"], nb_harmonics=args["nb_harmonics"],
+        sampling_rate=args["sampling_rate"], nsf_alpha=args["nsf_alpha"], nsf_sigma=args["nsf_sigma"],
+        nsf_voiced_threshold=args["nsf_voiced_threshold"], upsample_rates=tuple(args["upsample_rates"]),
+        upsample_kernel_sizes=tuple(args["upsample_kernel_sizes"]), istft_n_fft=args["istft_params"]["n_fft"],
+        istft_hop=args["istft_params"]["hop_len"], resblock_kernel_sizes=tuple(args["resblock_kernel_sizes"]),
+        resblock_dilation_sizes=pairs(args["resblock_dilation_sizes"]),
+        source_resblock_kernel_sizes=tuple(args["source_resblock_kernel_sizes"]),
+        source_resblock_dilation_sizes=pairs(args["source_resblock_dilation_sizes"]),
+        lrelu_slope=args["lrelu_slope"], audio_limit=args["audio_limit"], f0_in_channels=f0["in_channels"],
+        f0_cond_channels=f0["cond_channels"])
+
+
+def load(model: HiFTGenerator, sd: dict[str, torch.Tensor]) -> HiFTGenerator:
+    """As the loader reads hift.pt: prefix strip, weight-norm folding, strict."""
+    load_strict(model, fold_weight_norm(strip_generator_prefix(sd)), "hift.pt")
+    return model.eval()
+
+
+def manifest_ops(v3_dir: Path) -> list[tuple[str, tuple[int, ...]]]:
+    """The manifest's replay recipe up to SineGen2.rand_ini (every RNG call before it)."""
+    recipe = json.loads((v3_dir / "manifest.json").read_text())["fixed_noise"]["replay_recipe_for_this_fixture"]
+    stop = next(i for i, r in enumerate(recipe) if r["what"].startswith("SineGen2.rand_ini"))
+    return [(r["op"], tuple(r["shape"])) for r in recipe[:stop]]
+
+
+@pytest.fixture(scope="module")
+def v2_dir() -> Path:
+    return fixture_dir("cosyvoice2-tiny")
+
+
+@pytest.fixture(scope="module")
+def v3_dir() -> Path:
+    return fixture_dir("cosyvoice3-tiny")
+
+
+@pytest.fixture(scope="module")
+def v2_cfg(v2_dir: Path) -> HiFTConfig:
+    return hift_config(hift_args(v2_dir / "cosyvoice2.yaml"))
+
+
+@pytest.fixture(scope="module")
+def v3_args(v3_dir: Path) -> dict:
+    return hift_args(v3_dir / "cosyvoice3.yaml")
+
+
+@pytest.fixture(scope="module")
+def v2(v2_dir: Path, v2_cfg: HiFTConfig) -> HiFTGenerator:
+    return load(HiFTGenerator(v2_cfg, SineGen2), read_state_dict(v2_dir / "hift.pt"))
+
+
+@pytest.fixture(scope="module")
+def fixed_noise(v3_dir: Path, v3_args: dict) -> FixedNSFNoise:
+    return upstream_fixed_noise(manifest_ops(v3_dir), 9, 300 * v3_args["sampling_rate"])
+
+
+def build_v3(v3_args: dict, noise: FixedNSFNoise | None = None) -> CausalHiFTGenerator:
+    return CausalHiFTGenerator(hift_config(v3_args), CausalSineGen2,
+                               conv_pre_look_right=v3_args["conv_pre_look_right"], fixed_noise=noise)
+
+
+@pytest.fixture(scope="module")
+def v3(v3_dir: Path, v3_args: dict, fixed_noise: FixedNSFNoise) -> CausalHiFTGenerator:
+    return load(build_v3(v3_args, fixed_noise), read_state_dict(v3_dir / "hift.pt"))
+
+
+@pytest.fixture(scope="module")
+def g2(v2_dir: Path) -> dict[str, torch.Tensor]:
+    return load_file(str(v2_dir / "hift_goldens.safetensors"))
+
+
+@pytest.fixture(scope="module")
+def g3(v3_dir: Path) -> dict[str, torch.Tensor]:
+    return load_file(str(v3_dir / "hift_goldens.safetensors"))
+
+
+# --- loading -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("which", ["v1", "v2", "v3"])
+def test_weight_norm_names_match_the_official_layout(which: str, request: pytest.FixtureRequest) -> None:
+    folder_fixture, model_fixture = {"v1": ("v1_fixture", "hift"), "v2": ("v2_dir", "v2"), "v3": ("v3_dir", "v3")}[which]
+    folder, model = request.getfixturevalue(folder_fixture), request.getfixturevalue(model_fixture)
+    sd = read_state_dict(folder / "hift.pt")
+    in_file = {k[: -len(G_SUFFIX)] for k in sd if k.endswith(G_SUFFIX)}
+    names = weight_norm_names(model)
+    assert len(names) == len(set(names)) and set(names) == in_file
+    if which == "v1":  # two upsampling stages; the first source down-sampler has no weight norm
+        assert "source_downs.0" not in names
+    else:
+        assert len(model.ups) == 3 and len(model.source_resblocks) == 3 and len(model.resblocks) == 9
+
+
+@pytest.mark.parametrize("which", ["v2", "v3"])
+def test_legacy_weight_norm_spelling_loads_identically(which: str, request: pytest.FixtureRequest,
+                                                       v3_args: dict, v2_cfg: HiFTConfig) -> None:
+    folder, model = request.getfixturevalue(f"{which}_dir"), request.getfixturevalue(which)
+    legacy_sd = unfold_weight_norm(model.state_dict(), weight_norm_names(model), legacy=True)
+    fresh = HiFTGenerator(v2_cfg, SineGen2) if which == "v2" else build_v3(v3_args)
+    load(fresh, legacy_sd)
+    for key, value in model.state_dict().items():
+        assert_close(fresh.state_dict()[key], value, 1e-6, key)
+    assert read_state_dict(folder / "hift.pt").keys() >= {f"conv_post{G_SUFFIX}"}
+
+
+def test_v3_ups_are_conv1d_layout(v3_dir: Path, v3: CausalHiFTGenerator) -> None:
+    sd = read_state_dict(v3_dir / "hift.pt")
+    v = sd["ups.0.parametrizations.weight.original1"]
+    assert v.shape == v3.ups[0].weight.shape == (16, 32, 16)  # [out, in, k]
+    assert sd[f"ups.0{G_SUFFIX}"].shape == (16, 1, 1)
+    assert sd["conv_pre.parametrizations.weight.original1"].shape[-1] == 5  # conv_pre_look_right + 1
+    assert "m_source.l_sin_gen.sine_waves" not in v3.state_dict()  # fixed noise is not a checkpoint entry
+
+
+def test_mismatched_v3_checkpoint_is_rejected(v3_dir: Path, v3_args: dict) -> None:
+    sd = read_state_dict(v3_dir / "hift.pt")
+    sd.pop("f0_predictor.classifier.bias")
+    with pytest.raises(CheckpointError, match="classifier.bias"):
+        load(build_v3(v3_args), sd)
+
+
+# --- v2 golden parity ------------------------------------------------------------------------------
+
+
+def test_v2_draws_follow_the_recipe(v2: HiFTGenerator, g2: dict[str, torch.Tensor]) -> None:
+    noise = v2.m_source.l_sin_gen.draw(1, 24000, torch.Generator().manual_seed(301))
+    assert torch.equal(noise.phase.squeeze(-1), g2["H1_frontend_mel.rand_ini_draw"])
+    assert torch.equal(noise.sine.transpose(1, 2), g2["H1_frontend_mel.sine_noise_draw"])
+
+
+def test_v2_source_from_saved_draws(v2: HiFTGenerator, g2: dict[str, torch.Tensor]) -> None:
+    case = "H1_frontend_mel"
+    noise = NSFNoise(phase=g2[f"{case}.rand_ini_draw"].unsqueeze(-1),
+                     sine=g2[f"{case}.sine_noise_draw"].transpose(1, 2))
+    with torch.no_grad():
+        assert_close(v2.source(g2[f"{case}.f0"], noise=noise), g2[f"{case}.source"], 5e-4, "source from draws")
+    uv = (g2[f"{case}.f0"].repeat_interleave(480, dim=1) > 10).float().unsqueeze(-1)
+    assert torch.equal(uv, g2[f"{case}.uv"])
+
+
+# --- v3 golden parity ------------------------------------------------------------------------------
+
+
+def test_v3_fixed_noise_replay(fixed_noise: FixedNSFNoise, v3_dir: Path, g3: dict[str, torch.Tensor]) -> None:
+    assert torch.equal(fixed_noise.rand_ini, g3["fixed_noise.rand_ini"])
+    assert torch.equal(fixed_noise.sine(24000), g3["fixed_noise.sine_waves_head"])
+    full = fixed_noise.sine(fixed_noise.max_samples)
+    sha = json.loads((v3_dir / "manifest.json").read_text())["fixed_noise"]["sha256_sine_waves_full_buffer"]
+    assert full.shape == (1, fixed_noise.max_samples, 9)
+    assert hashlib.sha256(full.numpy().tobytes()).hexdigest() == sha
+    with pytest.raises(ValueError, match="fixed noise buffer"):
+        fixed_noise.sine(fixed_noise.max_samples + 1)
+
+
+def test_v3_construction_rng_ops_match_the_manifest_recipe(v3_dir: Path, v3_args: dict) -> None:
+    flow = read_yaml(v3_dir / "cosyvoice3.yaml")["flow"].args
+    ops = construction_rng_ops(hift_config(v3_args), cfm_noise_shape=(1, 80, 15000),
+                               flow_vocab_size=flow["vocab_size"], flow_input_size=flow["input_size"],
+                               flow_output_size=flow["output_size"], spk_embed_dim=flow["spk_embed_dim"])
+    assert ops == manifest_ops(v3_dir)
+
+
+def test_v3_look_right_comes_from_the_argument_or_the_config(v3_args: dict) -> None:
+    cfg = hift_config(v3_args)
+    assert CausalHiFTGenerator(cfg, conv_pre_look_right=2).conv_pre.kernel_size == (3,)
+    if hasattr(cfg, "conv_pre_look_right"):
+        with pytest.raises(ValueError, match="conv_pre_look_right"):
+            CausalHiFTGenerator(dataclasses.replace(cfg, conv_pre_look_right=0))
+        assert CausalHiFTGenerator(dataclasses.replace(cfg, conv_pre_look_right=4)).conv_pre_look_right == 4
+
+
+def _v3_source(case: str, g3: dict[str, torch.Tensor]) -> torch.Tensor:
+    """H3's source is H2's prefix (the README: bitwise, not repeated), as the parity command reads it."""
+    return causal_source_golden(g3, case)
+
+
+@pytest.mark.parametrize("case,finalize", V3_CASES)
+def test_v3_f0(case: str, finalize: bool, v3: CausalHiFTGenerator, g3: dict[str, torch.Tensor]) -> None:
+    with torch.no_grad():
+        f0 = v3.predict_f0(g3[f"{case}.mel"], finalize)
+    assert f0.dtype == torch.float32
+    assert_close(f0, g3[f"{case}.f0"], 5e-3, f"{case} f0")
+
+
+@pytest.mark.parametrize("case,finalize", V3_CASES)
+def test_v3_source_from_golden_f0(case: str, finalize: bool, v3: CausalHiFTGenerator,
+                                  g3: dict[str, torch.Tensor]) -> None:
+    with torch.no_grad():
+        assert_close(v3.source(g3[f"{case}.f0"]), _v3_source(case, g3), 5e-4, f"{case} source")
+
+
+def test_v3_conv_post_out(v3: CausalHiFTGenerator, g3: dict[str, torch.Tensor]) -> None:
+    case = "H1_frontend_mel"
+    with torch.no_grad():
+        out = v3.decode_to_spectrum(g3[f"{case}.mel"], g3[f"{case}.source"])
+    assert_close(out, g3[f"{case}.conv_post_out"], 1e-4, "conv_post_out")
+
+
+@pytest.mark.parametrize("case,finalize", V3_CASES)
+def test_v3_wave(case: str, finalize: bool, v3: CausalHiFTGenerator, g3: dict[str, torch.Tensor]) -> None:
+    mel = g3[f"{case}.mel"]
+    with torch.no_grad():
+        from_saved = v3.decode(mel if finalize else mel[..., :-3], _v3_source(case, g3), finalize)
+    assert_close(from_saved, g3[f"{case}.wave"], 1e-4, f"{case} wave from source")
+    wave, source = v3.inference(mel, finalize)
+    assert_close(source, _v3_source(case, g3), 5e-4, f"{case} source end to end")
+    assert_close(wave, g3[f"{case}.wave"], 1e-3, f"{case} wave end to end")
+
+
+def test_v3_inference_draws_no_random_numbers(v3: CausalHiFTGenerator, g3: dict[str, torch.Tensor]) -> None:
+    state = torch.get_rng_state()
+    v3.inference(g3["H1_frontend_mel.mel"], True)
+    assert torch.equal(state, torch.get_rng_state())
+
+
+def test_v3_stream_goldens_vocoder_part(v3_dir: Path, v3: CausalHiFTGenerator) -> None:
+    """S1: the vocoder re-run from scratch on the accumulated mel (50, 150 frames not final, then 160
+    final); each call emits the samples after the previous call's. Flow mels taken from the goldens."""
+    stream = load_file(str(v3_dir / "stream_goldens.safetensors"))
+    flow = load_file(str(v3_dir / "flow_goldens.safetensors"))
+    stage = json.loads((v3_dir / "manifest.json").read_text())["stages"]["stream"]["S1"]
+    call_mels = [flow["F2_stream_chunk0.mel"], stream["S1.flow_mel_1"], flow["F1_zero_shot.mel"]]
+    finals = [c["finalize"] for c in stage["hift_calls"]]
+    chunks = stream_chunks(v3, call_mels, stage["token_offsets"], finals, token_mel_ratio=2)
+    assert [c.size(1) for c in chunks] == stage["chunk_samples"]
+    assert_close(torch.cat(chunks, dim=1), stream["S1.speech"], 1e-3, "S1 speech")
+
+
+# --- tiny random models ------------------------------------------------------------------------------
+
+
+def tiny_config_24k(rate: int = 24000) -> HiFTConfig:
+    return HiFTConfig(
+        in_channels=80, base_channels=16, nb_harmonics=8, sampling_rate=rate, nsf_alpha=0.1, nsf_sigma=0.003,
+        nsf_voiced_threshold=10.0, upsample_rates=(8, 5, 3), upsample_kernel_sizes=(16, 11, 7), istft_n_fft=16,
+        istft_hop=4, resblock_kernel_sizes=(3, 7, 11), resblock_dilation_sizes=((1, 3, 5),) * 3,
+        source_resblock_kernel_sizes=(7, 7, 11), source_resblock_dilation_sizes=((1, 3, 5),) * 3,
+        lrelu_slope=0.1, audio_limit=0.99, f0_in_channels=80, f0_cond_channels=8)
+
+
+def tiny(model: HiFTGenerator) -> HiFTGenerator:
+    with torch.no_grad():
+        model.f0_predictor.classifier.bias.fill_(150.0)  # voiced, so the sine path runs
+    return model.eval()
+
+
+def tiny_noise(max_samples: int = 48000) -> FixedNSFNoise:
+    return FixedNSFNoise.from_generator(torch.Generator().manual_seed(0), 9, max_samples)
+
+
+def test_v2_shapes_batch_of_two() -> None:
+    torch.manual_seed(0)  # test-only: the library never seeds
+    model = tiny(HiFTGenerator(tiny_config_24k(), SineGen2))
+    mel = torch.randn(2, 80, 7, generator=torch.Generator().manual_seed(1))
+    wave, source = model.inference(mel, generator=torch.Generator().manual_seed(2))
+    assert wave.shape == (2, 7 * 480) and source.shape == (2, 1, 7 * 480)
+    with torch.no_grad():
+        assert model.decode_to_spectrum(mel, source).shape == (2, 18, 7 * 120 + 1)
+    again, _ = model.inference(mel, generator=torch.Generator().manual_seed(2))
+    assert torch.equal(wave, again) and 0 < float(wave.abs().max()) <= 0.99
+
+
+@pytest.mark.parametrize("finalize,samples", [(True, 12 * 480), (False, 4 * 480)])
+def test_v3_shapes(finalize: bool, samples: int) -> None:
+    torch.manual_seed(0)
+    model = tiny(CausalHiFTGenerator(tiny_config_24k(), conv_pre_look_right=4, fixed_noise=tiny_noise()))
+    mel = torch.randn(2, 80, 12, generator=torch.Generator().manual_seed(1))
+    wave, source = model.inference(mel, finalize)
+    assert wave.shape == (2, samples)
+    assert source.shape == (2, 1, (12 if finalize else 9) * 480)
+    # Rows share the fixed noise: a row alone gives the same wave (up to batched-conv rounding).
+    assert_close(wave[0:1], model.inference(mel[0:1], finalize)[0], 1e-6, "row 0 alone")
+
+
+def test_v3_non_final_samples_match_a_longer_run() -> None:
+    torch.manual_seed(0)
+    model = tiny(CausalHiFTGenerator(tiny_config_24k(), conv_pre_look_right=4, fixed_noise=tiny_noise()))
+    mel = torch.randn(1, 80, 20, generator=torch.Generator().manual_seed(3))
+    full, _ = model.inference(mel, True)
+    part, _ = model.inference(mel[..., :14], False)
+    assert_close(part, full[:, : part.size(1)], 1e-6, "chunk prefix")
+    with pytest.raises(ValueError, match="non-final chunk"):
+        model.inference(mel[..., :7], False)
+
+
+def test_v3_needs_fixed_noise_and_checks_its_length() -> None:
+    model = tiny(CausalHiFTGenerator(tiny_config_24k(), conv_pre_look_right=4))
+    mel = torch.zeros(1, 80, 4)
+    with pytest.raises(RuntimeError, match="set_fixed_noise"):
+        model.inference(mel, True)
+    model.set_fixed_noise(tiny_noise(max_samples=3 * 480))
+    with pytest.raises(ValueError, match="fixed noise buffer"):
+        model.inference(mel, True)
+    with pytest.raises(ValueError, match="harmonics"):
+        model.set_fixed_noise(FixedNSFNoise.from_generator(torch.Generator(), 5, 100))
+
+
+def test_v3_set_conv_dtype_keeps_f0_in_float64_and_outputs_float32() -> None:
+    torch.manual_seed(0)
+    model = tiny(CausalHiFTGenerator(tiny_config_24k(), conv_pre_look_right=4, fixed_noise=tiny_noise()))
+    mel = torch.randn(1, 80, 10, generator=torch.Generator().manual_seed(4)) - 4
+    ref, _ = model.inference(mel, True)
+    model.set_conv_dtype(torch.bfloat16)
+    wave, _ = model.inference(mel, False)
+    assert model.conv_pre.weight.dtype == torch.bfloat16 and model.f0_predictor.classifier.weight.dtype == torch.float32
+    assert wave.dtype == torch.float32 and wave.shape == (1, 2 * 480)
+    assert float((wave - ref[:, :960]).abs().max()) < 0.1  # bf16 is close, not equal
+
+
+def test_causal_conv_right_context_and_left_padding() -> None:
+    conv = CausalConv1d(2, 3, 5, right=True)
+    x = torch.randn(1, 2, 10, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        assert conv(x).shape == (1, 3, 10)
+        assert torch.equal(conv(x[..., :6], x[..., 6:]), torch.nn.functional.conv1d(x, conv.weight, conv.bias))
+        left = CausalConv1d(2, 3, 3, dilation=2)
+        y = left(x)
+        x2 = x.clone()
+        x2[..., 7:] = 9.0  # the future does not reach the past
+        assert torch.equal(left(x2)[..., :7], y[..., :7])
+    with pytest.raises(ValueError, match="context frames"):
+        conv(x, x[..., :3])
+
+
+@pytest.mark.parametrize("sine_cls,mode", [(SineGen2, "linear"), (CausalSineGen2, "nearest")])
+def test_sinegen2_voiced_sine_follows_the_frame_phase(sine_cls: type, mode: str) -> None:
+    gen = sine_cls(24000, 8, 0.1, 0.003, 10.0, upsample_scale=480)
+    module = SourceModuleHnNSF(gen)
+    with torch.no_grad():
+        module.l_linear.weight.zero_()
+        module.l_linear.weight[0, 0] = 1.0
+        module.l_linear.bias.zero_()
+    f0 = torch.full((1, 1, 4800), 240.0)  # 10 frames of 240 Hz: 4.8 cycles per frame
+    noise = NSFNoise(phase=torch.full((1, 9, 1), 0.3), sine=torch.zeros(1, 9, 4800))
+    with torch.no_grad():
+        out = module(f0, noise)[0, 0]
+    frame_phase = 2 * torch.pi * 480 * 0.01 * torch.arange(1, 11, dtype=torch.float64)  # cumsum per frame
+    if mode == "nearest":
+        expected = frame_phase.repeat_interleave(480)
+    else:
+        pos = ((torch.arange(4800, dtype=torch.float64) + 0.5) / 480 - 0.5).clamp(0, 9)
+        lo = pos.floor().long()
+        hi = (lo + 1).clamp(max=9)
+        expected = frame_phase[lo] + (pos - lo) * (frame_phase[hi] - frame_phase[lo])
+    assert_close(out, torch.tanh(0.1 * torch.sin(expected)), 1e-4, f"{mode} sine")
+
+
+def test_sine_generators_take_the_same_arguments_and_v1_draws_are_unchanged() -> None:
+    v1 = SineGen(22050, 8, 0.1, 0.003, 10.0, upsample_scale=256)
+    a = v1.draw(1, 100, torch.Generator().manual_seed(5))
+    b = NSFNoise.draw(1, 9, 100, torch.Generator().manual_seed(5))
+    assert torch.equal(a.phase, b.phase) and torch.equal(a.sine, b.sine)
+    g = torch.Generator().manual_seed(5)
+    SineGen2(24000, 8, 0.1, 0.003, 10.0, 480).draw(1, 100, g)
+    ref = torch.Generator().manual_seed(5)
+    torch.rand(1, 9, generator=ref), torch.randn(1, 100, 9, generator=ref), torch.randn(1, 100, 1, generator=ref)
+    assert torch.equal(torch.rand(3, generator=g), torch.rand(3, generator=ref))  # unused branch consumed
+
+
+# --- golden parity per stage, v1 and v2 ------------------------------------------------------------------------
+# (family, case, the seed of the case's noise recipe)
+PARITY = [("v1", case, seed) for case, seed in CASES] + [("v2", case, seed) for case, seed in V2_CASES]
+
+
+@pytest.fixture(scope="module")
+def vocoders(request: pytest.FixtureRequest):
+    """family → (the loaded vocoder, its goldens), loaded when first asked for."""
+    names = {"v1": ("hift", "goldens"), "v2": ("v2", "g2")}
+    return lambda family: tuple(request.getfixturevalue(name) for name in names[family])
+
+
+@pytest.mark.parametrize("family,case,seed", PARITY)
+def test_f0_matches_golden(family: str, case: str, seed: int, vocoders) -> None:
+    model, golden = vocoders(family)
+    with torch.no_grad():
+        assert_close(model.predict_f0(golden[f"{case}.mel"]), golden[f"{case}.f0"], 5e-3, f"{family} {case} f0")
+
+
+@pytest.mark.parametrize("family,case,seed", PARITY)
+def test_source_from_golden_f0_matches(family: str, case: str, seed: int, vocoders) -> None:
+    model, golden = vocoders(family)
+    with torch.no_grad():
+        source = model.source(golden[f"{case}.f0"], torch.Generator().manual_seed(seed))
+    assert_close(source, golden[f"{case}.source"], 5e-4, f"{family} {case} source")
+
+
+@pytest.mark.parametrize("family", ["v1", "v2"])
+def test_conv_post_out_from_saved_source(family: str, vocoders) -> None:
+    model, golden = vocoders(family)
+    case = "H1_frontend_mel"
+    with torch.no_grad():
+        out = model.decode_to_spectrum(golden[f"{case}.mel"], golden[f"{case}.source"])
+    assert_close(out, golden[f"{case}.conv_post_out"], 1e-4, f"{family} conv_post_out")
+
+
+@pytest.mark.parametrize("family,case,seed", PARITY)
+def test_wave_from_saved_source_and_end_to_end(family: str, case: str, seed: int, vocoders) -> None:
+    model, golden = vocoders(family)
+    with torch.no_grad():
+        wave = model.decode(golden[f"{case}.mel"], golden[f"{case}.source"])
+    assert_close(wave, golden[f"{case}.wave"], 1e-4, f"{family} {case} wave from source")
+    wave, source = model.inference(golden[f"{case}.mel"], generator=torch.Generator().manual_seed(seed))
+    assert_close(source, golden[f"{case}.source"], 5e-4, f"{family} {case} source end to end")
+    assert_close(wave, golden[f"{case}.wave"], 1e-3, f"{family} {case} wave end to end")
