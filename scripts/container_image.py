@@ -4,7 +4,8 @@ made from Debian's packages alone (no registry is used):
 
     python scripts/container_image.py           # pre-flight, build, run, health check, one speech request, clean up
     python scripts/container_image.py --keep    # the same, but leave the container running and the images
-    python scripts/container_image.py --clean   # remove whatever a --keep (or an interrupted) run left
+    python scripts/container_image.py --clean   # remove what a --keep (or an interrupted) run left, the cached
+                                                # build and its base
 
 Steps (tests/test_container_image.py runs the same functions):
   1. pre-flight: root, podman, runc and debootstrap on PATH; the base image (the Dockerfile's FROM name) from a
@@ -13,14 +14,22 @@ Steps (tests/test_container_image.py runs the same functions):
      published loopback port (or, where publishing does not work, the host network on loopback).
      A failure here means this machine cannot run containers: `Unavailable`.
   2. `podman build --format docker` of the Dockerfile (the .dockerignore applies; --format docker keeps the
-     HEALTHCHECK). The host pip's index/find-links/cert/constraint settings are forwarded as an /etc/pip.conf bind
-     mount, with the local folders and files they name mounted read-only at the same paths (only the build stage
-     runs pip; nothing of this lands in the image).
+     HEALTHCHECK), tagged `cosyvoice-imagetest-cache:<key>`, the key a hash of the Dockerfile, the .dockerignore and
+     every file of the build context. An image with that tag already here is not built again: its cached build is
+     run and checked as a new one would be. A build keeps its layers (--layers), so a change to the app's code
+     rebuilds only the layers after the venv's. The host pip's index/find-links/cert/constraint settings are
+     forwarded as an /etc/pip.conf bind mount, with the local folders and files they name mounted read-only at
+     the same paths (only the build stage runs pip; nothing of this lands in the image).
   3. run it detached with empty models and data volumes (the offline default voice speaks), poll
      `podman healthcheck run` until healthy, GET /health from the host and POST one short /v1/audio/speech WAV.
-  4. remove the container, its volumes, the image, the base image (when this run imported it) and any dangling
-     image the build left. Everything is named with the prefix `cosyvoice-imagetest-`; nothing else is touched
-     (no `podman system prune`). Pip's cache mount (RUN --mount=type=cache) is Podman's and is kept: rebuilds reuse it.
+  4. remove the container and its volumes. The cached image, its layers and the base image stay for the next run
+     (one cached image at a time: a new build removes the one before it and the layers only it used; a failed
+     build's dangling images go). Everything is named with the prefix `cosyvoice-imagetest-`; nothing else is
+     touched (no `podman system prune`). Pip's cache mount (RUN --mount=type=cache) is Podman's and is kept.
+
+What survives between runs is the machine's: Podman's storage and ~/.cache. CI runs in a fresh clone on the
+machine the session used, so a cached image there is reused; a new machine builds from nothing (about 5 minutes
+on 2 cores, most of it the venv's install).
 
 Podman's default runtime crun, and limits above the host's hard ones, fail in some sandboxes: runc is used, with
 nofile/nproc limits taken from this process's hard limits (capped).
@@ -30,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import hashlib
 import json
 import os
 import platform
@@ -52,6 +62,8 @@ REPO = Path(__file__).resolve().parents[1]
 PREFIX = "cosyvoice-imagetest-"
 LABEL = "io.github.cosyvoice-studio.imagetest"  # on the built image (value: the run id) and on the imported base
 BASE_LABEL = LABEL + ".base"
+CACHE_REPO = f"localhost/{PREFIX}cache"  # the cached build: CACHE_REPO:<context key>
+CACHE_RECORD = "image-cache.json"  # in the cache dir: the cached tag and the images its build made
 DEBIAN_PACKAGES = ("python3", "python3-venv", "ca-certificates")
 # pip settings that say where packages come from and how to trust it; forwarded into the build.
 PIP_KEYS = ("index-url", "extra-index-url", "find-links", "cert", "client-cert", "constraint", "trusted-host",
@@ -189,6 +201,62 @@ def pip_conf(settings: dict[str, str]) -> str:
     return "[global]\n" + "".join(f"{key} = {value}\n" for key, value in sorted(settings.items()))
 
 
+# --- what the build copies ----------------------------------------------------------------------------------
+
+def _ignore_rules(repo: Path) -> list[tuple[bool, re.Pattern, str]]:
+    """The .dockerignore's rules in order: (a `!` exception, the pattern as a regex, its literal head)."""
+    path = repo / ".dockerignore"
+    rules = []
+    for raw in (path.read_text(encoding="utf-8").splitlines() if path.is_file() else []):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        keep = line.startswith("!")
+        pattern = line.lstrip("!").strip().strip("/")
+        regex = re.escape(pattern).replace(r"\*\*/", "(?:.*/)?").replace(r"\*\*", ".*")
+        regex = regex.replace(r"\*", "[^/]*").replace(r"\?", "[^/]")
+        rules.append((keep, re.compile(regex), re.split(r"[*?\[]", pattern)[0]))
+    return rules
+
+
+def _ignored(rel: str, rules: list[tuple[bool, re.Pattern, str]]) -> bool:
+    """Docker's rule: the last pattern that matches the path or one of its folders decides."""
+    parts = rel.split("/")
+    prefixes = ["/".join(parts[:i]) for i in range(1, len(parts) + 1)]
+    ignored = False
+    for keep, regex, _ in rules:
+        if any(regex.fullmatch(prefix) for prefix in prefixes):
+            ignored = not keep
+    return ignored
+
+
+def context_files(repo: Path = REPO) -> list[str]:
+    """The build context's files (relative paths, sorted), as the .dockerignore leaves them."""
+    rules = _ignore_rules(repo)
+    exceptions = [head for keep, _, head in rules if keep]
+    found = []
+    for folder, dirs, files in os.walk(repo):
+        rel_folder = Path(folder).relative_to(repo).as_posix()
+        rel_folder = "" if rel_folder == "." else rel_folder + "/"
+        # An ignored folder is walked only where an exception may reach into it (.venv, .git: never).
+        dirs[:] = sorted(d for d in dirs if not _ignored(rel_folder + d, rules)
+                         or any(not head or head.startswith(rel_folder + d + "/") for head in exceptions))
+        found += [rel_folder + f for f in files if not _ignored(rel_folder + f, rules)]
+    return sorted(found)
+
+
+def context_key(repo: Path = REPO, dockerfile: str = "Dockerfile") -> str:
+    """A hash of everything the build reads: the Dockerfile, the .dockerignore and each context file's path and
+    bytes. The same key means the same image (up to what pip resolves, which the requirement pins fix)."""
+    digest = hashlib.sha256()
+    for rel in sorted({dockerfile, ".dockerignore", *context_files(repo)}):
+        path = repo / rel
+        digest.update(rel.encode() + b"\0")
+        digest.update(path.read_bytes() if path.is_file() else b"(absent)")
+        digest.update(b"\0")
+    return digest.hexdigest()[:20]
+
+
 # --- the session ---------------------------------------------------------------------------------------------
 
 @dataclass
@@ -198,7 +266,9 @@ class Session:
     run_id: str = field(default_factory=lambda: PREFIX + secrets.token_hex(4))
     runtime: str = ""
     network: str = "publish"  # or "host" (loopback only) where publishing a port does not work
-    base_created: str | None = None  # the base image's id when this run imported it
+    base_created: str | None = None  # the base image's id when this run imported it (kept: the layers build on it)
+    cached: bool = False  # the image was this context's cached build (nothing built)
+    build_failed: bool = False
     images_before: set[str] = field(default_factory=set)
     containers: list[str] = field(default_factory=list)
     volumes: list[str] = field(default_factory=list)
@@ -353,8 +423,14 @@ def wait_http(url: str, seconds: float) -> bytes | None:
 # --- 2. build ------------------------------------------------------------------------------------------------
 
 def build(session: Session, timeout: float = 1200) -> str:
-    """Build the Dockerfile as `localhost/<run id>:cpu`; return that tag."""
-    tag = f"localhost/{session.run_id}:cpu"
+    """The image of this context: the cached build when its key's tag is here, else built now (keeping its
+    layers) and tagged `CACHE_REPO:<key>`; return that tag."""
+    key = context_key(session.repo)
+    tag = f"{CACHE_REPO}:{key}"
+    if session.podman("image", "exists", tag).returncode == 0:
+        session.cached = True
+        session.log(f"[container image] the context is unchanged (key {key}): checking the cached build {tag}")
+        return tag
     settings = host_pip_settings()
     conf_dir = Path(tempfile.mkdtemp(prefix=session.run_id))
     try:
@@ -365,16 +441,55 @@ def build(session: Session, timeout: float = 1200) -> str:
             mounts += ["-v", f"{path}:{path}:ro"]
         session.log(f"[container image] pip settings forwarded: {settings}")
         started = time.monotonic()
-        session.images.append(tag)
-        done = session.podman("build", "--format", "docker", "--pull=never", "--layers=false", "--force-rm",
-                              *ulimit_args(), *mounts, "--label", f"{LABEL}={session.run_id}", "-t", tag,
+        done = session.podman("build", "--format", "docker", "--pull=never", "--layers", "--force-rm",
+                              *ulimit_args(), *mounts, "--label", f"{LABEL}={key}", "-t", tag,
                               "-f", "Dockerfile", ".", cwd=session.repo, timeout=timeout)
         session.phase("build", started)
     finally:
         shutil.rmtree(conf_dir, ignore_errors=True)
     if done.returncode != 0:
+        session.build_failed = True
         raise ImageCheckFailed(f"podman build failed ({done.returncode}):\n{_tail(done.stdout + done.stderr, 60)}")
+    replace_cached(session, tag)
     return tag
+
+
+def _image_id(session: Session, image: str) -> str:
+    done = session.podman("image", "inspect", "--format", "{{.Id}}", image, timeout=60)
+    return "sha256:" + done.stdout.strip().removeprefix("sha256:") if done.returncode == 0 else ""
+
+
+def _tagged(session: Session, image: str) -> bool:
+    """Whether `image` carries a name (the base, another project's image): never removed here by its id, which
+    would only take its name away."""
+    done = session.podman("image", "inspect", "--format", "{{len .RepoTags}}", image, timeout=60)
+    return done.returncode == 0 and done.stdout.strip() not in ("", "0")
+
+
+def replace_cached(session: Session, tag: str) -> None:
+    """Record `tag` as the one cached build; remove the build before it and the images only that build used."""
+    record_path = session.cache_dir / CACHE_RECORD
+    try:
+        before = json.loads(record_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        before = {}
+    # What this build made: its layers and the image, not the base this run imported (it stays, untouched).
+    made = sorted(image for image in session.image_ids() - session.images_before if not _tagged(session, image)
+                  or image == _image_id(session, tag))
+    listed = session.podman("images", "--format", "{{.Repository}}:{{.Tag}}", timeout=60).stdout.split()
+    for old in [t for t in listed if t.startswith(CACHE_REPO + ":") and t != tag]:
+        session.podman("rmi", old, timeout=120)
+    # Children before parents: a pass removes the leaves, the next their parents; an image the new build still
+    # uses (a shared layer) refuses and stays.
+    stale = [image for image in before.get("images", []) if image not in made and not _tagged(session, image)]
+    for _ in range(len(stale)):
+        gone = [image for image in stale if session.podman("rmi", image, timeout=120).returncode == 0]
+        stale = [image for image in stale if image not in gone]
+        if not gone:
+            break
+    session.cache_dir.mkdir(parents=True, exist_ok=True)
+    kept = [image for image in before.get("images", []) if image in session.image_ids()]
+    record_path.write_text(json.dumps({"tag": tag, "images": sorted(set(made) | set(kept))}), encoding="utf-8")
 
 
 # --- 3. run and check ----------------------------------------------------------------------------------------
@@ -477,12 +592,12 @@ def cleanup(session: Session) -> list[str]:
         done = session.podman("volume", "rm", "-f", name, timeout=60)
         if done.returncode != 0 and "no such volume" not in done.stderr.lower():
             problems.append(f"volume rm {name}: {done.stderr.strip()}")
-    for image in [*session.images, *([session.base_created] if session.base_created else [])]:
+    for image in session.images:  # --clean's list; a run keeps its cached build
         done = session.podman("rmi", image, timeout=120)
         if done.returncode != 0 and "image not known" not in done.stderr.lower():
             problems.append(f"rmi {image}: {done.stderr.strip()}")
-    # Dangling images this run's build left (none with --layers=false, but a failed build may leave some).
-    if session.images_before:
+    # Dangling images a failed build left (a finished build's layers are the next build's cache).
+    if session.build_failed and session.images_before:
         listed = session.podman("images", "-a", "--filter", "dangling=true", "-q", "--no-trunc", timeout=60)
         for image in set(listed.stdout.split()) - session.images_before:
             session.podman("rmi", image, timeout=120)
@@ -502,7 +617,15 @@ def clean_all(session: Session) -> None:
     session.images = [i for i in built if PREFIX in i]
     bases = session.podman("images", "--filter", f"label={BASE_LABEL}", "-q", "--no-trunc", timeout=60).stdout.split()
     problems = cleanup(session)
-    for image in bases:  # the base imported by a kept run (after the images built on it)
+    record_path = session.cache_dir / CACHE_RECORD
+    try:  # the cached build's layers, leaves first
+        layers = json.loads(record_path.read_text(encoding="utf-8")).get("images", [])
+    except (OSError, ValueError):
+        layers = []
+    for _ in range(len(layers)):
+        layers = [image for image in layers if session.podman("rmi", image, timeout=120).returncode != 0]
+    record_path.unlink(missing_ok=True)
+    for image in bases:  # the base the cached builds start from (after the images built on it)
         session.podman("rmi", image, timeout=120)
     for problem in problems:
         print(problem, file=sys.stderr)
@@ -522,8 +645,8 @@ def run_all(session: Session, keep: bool = False) -> dict:
         return facts
     finally:
         if keep:
-            session.log(f"[container image] kept: containers {session.containers}, volumes {session.volumes}, images "
-                        f"{session.images}; remove them with: python scripts/container_image.py --clean")
+            session.log(f"[container image] kept: containers {session.containers}, volumes {session.volumes}; "
+                        "remove them (and the cached build) with: python scripts/container_image.py --clean")
         else:
             problems = cleanup(session)
             if problems:
