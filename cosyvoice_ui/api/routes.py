@@ -340,7 +340,20 @@ def _model_record(service: ApiService, info) -> ModelRecord:
         instruct_examples=list(info.instruct_examples), **_capabilities(info), streaming=info.streaming,
         device=info.device,
         notes=info.notes, loaded=service.manager.loaded is not None, saved_voices=list(service.library.ids()),
-        default_voice=_ref_dict(service.default_voice(info)), accepted_model_names=list(service.model_names(info)))
+        default_voice=_ref_dict(service.default_voice(info)), accepted_model_names=list(service.model_names(info)),
+        precision=precision_of(service, info))
+
+
+def precision_of(service: ApiService, info) -> dict | None:
+    """The precision in effect for the loaded model, else the mode it will load in (None: no switch)."""
+    if info is None or info.precision is None:
+        return None
+    loaded = service.manager.loaded is not None
+    if loaded:
+        record = info.precision
+        return {"mode": record.mode, "loaded": True, "llm": record.llm, "flow": record.flow, "vocoder": record.hift,
+                "flow_steps": record.flow_steps}
+    return {"mode": service.manager.load_options.precision, "loaded": False}
 
 
 def _capabilities(info) -> dict:
@@ -360,7 +373,8 @@ def health(request: Request, service: Service):
     settings = service.settings
     roots = (settings.models_dir, settings.model_dir.parent if settings.model_dir else None, Path.cwd())
     model = {k: getattr(status, k) for k in ("state", "model", "device", "error", "load_fraction", "load_message")}
-    model.update(error=without_paths(status.error, roots), load_message=without_paths(status.load_message, roots))
+    model.update(error=without_paths(status.error, roots), load_message=without_paths(status.load_message, roots),
+                 precision=precision_of(service, service.manager.info()))
     return {
         "status": "error" if status.state == "error" else "ok",
         "model": model,

@@ -140,6 +140,17 @@ class InstructionRecord(BaseModel):
     text: str = Field(description="send it as `instructions` (or `instruct_text`); the server adds <|endofprompt|>")
 
 
+class PrecisionRecord(BaseModel):
+    """The precision mode (stock | fast | extra-fast) and, once loaded, what each stage runs as."""
+
+    mode: str
+    loaded: bool = Field(description="true: the loaded model computes so; false: the mode it will load in")
+    llm: str | None = None
+    flow: str | None = None
+    vocoder: str | None = None
+    flow_steps: int | None = None
+
+
 class ModelRecord(BaseModel):
     id: str
     object: str = "model"
@@ -168,6 +179,9 @@ class ModelRecord(BaseModel):
     default_voice: dict | None = Field(None, description="{id, kind}: the voice used when a request names none")
     accepted_model_names: list[str] = Field(default_factory=list, description="`model` values "
                                             "/v1/audio/speech accepts")
+    precision: PrecisionRecord | None = Field(None, description="how the model computes: in effect when it is "
+                                              "loaded, else what it will load as; null for backends without the "
+                                              "switch (the offline voice, a remote engine)")
 
 
 class ModelList(BaseModel):
