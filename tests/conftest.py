@@ -93,7 +93,7 @@ LONGEST_FIRST = (
     "tests/test_cluster_netns.py", "tests/reliability/test_bad_input_rest.py", "tests/reliability/test_bad_input_cli.py",
     "tests/test_surfaces_v2v3.py", "tests/reliability/test_soak_short.py", "tests/reliability/test_bad_input_ui.py",
     "tests/ui/test_browser.py", "tests/test_bench_smoke.py", "tests/test_cli_studio.py",
-    "tests/reliability/test_hostile_load.py", "tests/test_engine_v2v3.py", "tests/test_cli.py", "tests/test_batch.py",
+    "tests/reliability/test_hostile_load.py", "tests/test_engine.py", "tests/test_cli.py", "tests/test_batch.py",
 )
 
 
@@ -136,10 +136,10 @@ SLOW_HERE = frozenset((
     "tests/reliability/test_sharing.py::test_gradio_client_needs_the_login_or_the_key",
     "tests/reliability/test_faults_storage.py::test_kill_9_while_writing_then_restart_keeps_every_record_whole",
     "tests/test_deviation.py::test_report_has_every_row_with_finite_numbers",
-    "tests/test_engine_v2v3.py::test_fast_precision_streams",
-    "tests/test_engine_v2v3.py::test_saved_voices_in_every_voice_mode",
-    "tests/test_engine_v2v3.py::test_folders_load_as_their_family",
-    "tests/test_engine_v2v3.py::test_streamed_audio_has_the_whole_length",
+    "tests/test_engine.py::test_fast_precision_streams",
+    "tests/test_engine.py::test_saved_voices_in_every_voice_mode",
+    "tests/test_engine.py::test_folders_load_as_their_family",
+    "tests/test_engine.py::test_streamed_audio_has_the_whole_length",
     "tests/test_engine.py::test_long_text_is_split_and_streamed_in_chunks",
     "tests/test_engine.py::test_text_modes_produce_plausible_length",
     "tests/test_voices.py::test_manager_registers_library_voices_on_every_load",
