@@ -80,9 +80,9 @@ def tiny_v3(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 # Under pytest-xdist (test.sh: `-n 2 --dist loadgroup --no-loadscope-reorder`) each test file runs whole on one
 # worker, so a module's fixtures (a loaded engine, a served app) are built once; files that depend on each other
-# share a group. The longest files go first, so that neither worker is left with one of them at the end (seconds
-# measured on the 2-core machine, December 2026; a file not listed keeps its place after them). Without xdist the
-# order is the same and the marks change nothing.
+# share a group. The longest files go first, so that neither worker is left with one of them at the end (longest
+# first in a measured run on the 2-core machine, December 2026; a file not listed keeps its place after them).
+# Without xdist the order is the same and the marks change nothing.
 XDIST_GROUPS = {
     # The host-venv stand-in (test_containers.py) skips once the real image was checked in the same process.
     "tests/test_container_image.py": "container-image",
