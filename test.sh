@@ -83,7 +83,7 @@ export WYOMING_OPENAI_PYTHON
 exec 9>&-
 # Two workers (pytest-xdist): the tests run torch on one thread each, so one pytest leaves the second core idle.
 # Each file stays on one worker (tests/conftest.py); TEST_WORKERS=0 runs everything in one process.
-workers=(-n "${TEST_WORKERS:-2}" --dist loadgroup --no-loadscope-reorder)
+workers=(-n "${TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder)
 if [ "${TEST_WORKERS:-2}" = 0 ]; then workers=(); fi
 # (the ${x[@]+...} form: an empty array under set -u in the bash 3.2 of macOS)
 exec "$venv/bin/python" -m pytest -q --durations=30 ${workers[@]+"${workers[@]}"} ${selection[@]+"${selection[@]}"} ${args[@]+"${args[@]}"}

@@ -78,18 +78,13 @@ def tiny_v3(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return _tiny(tmp_path_factory, "tiny-v3", family="v3")
 
 
-# Under pytest-xdist (test.sh: `-n 2 --dist loadgroup --no-loadscope-reorder`) each test file runs whole on one
-# worker, so a module's fixtures (a loaded engine, a served app) are built once; files that depend on each other
-# share a group. The longest files go first, so that neither worker is left with one of them at the end (longest
-# first in a measured run on the 2-core machine, December 2026; a file not listed keeps its place after them).
-# Without xdist the order is the same and the marks change nothing.
-XDIST_GROUPS = {
-    # The host-venv stand-in (test_containers.py) skips once the real image was checked in the same process.
-    "tests/test_container_image.py": "container-image",
-    "tests/test_containers.py": "container-image",
-}
+# Under pytest-xdist (test.sh: `-n 2 --dist loadfile --no-loadscope-reorder`) each test file runs whole on one
+# worker, so a module's fixtures (a loaded engine, a served app) are built once. The longest files go first, so
+# that neither worker is left with one of them at the end (longest first in a measured run on the 2-core machine,
+# December 2026; a file not listed keeps its place after them). Without xdist the order is the same.
+# (Not --dist loadgroup: xdist 3.8 names a group by editing the test's node id, which pytest 9 no longer reads.)
 LONGEST_FIRST = (
-    "tests/test_container_image.py", "tests/test_containers.py", "tests/offline/test_engine_real.py",
+    "tests/test_container_image.py", "tests/offline/test_engine_real.py",
     "tests/test_cluster_netns.py", "tests/reliability/test_bad_input_rest.py", "tests/reliability/test_bad_input_cli.py",
     "tests/test_surfaces_v2v3.py", "tests/reliability/test_soak_short.py", "tests/reliability/test_bad_input_ui.py",
     "tests/ui/test_browser.py", "tests/test_bench_smoke.py", "tests/test_cli_studio.py",
@@ -161,12 +156,25 @@ def _file_of(item: pytest.Item) -> str:
     return item.nodeid.split("::", 1)[0]
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the marks
+def _unique_node_ids(items: list[pytest.Item]) -> None:
+    """Schemathesis (4.32 under pytest 9) gives every operation's test the same node id, "[POST /tts]" only in its
+    name; xdist schedules by node id and would run one of them. Each such test gets its name in its id."""
+    from collections import Counter
+
+    from _pytest.nodeid import coerce_node_id  # pytest 9 keeps the id as a structured NodeId
+
+    counts = Counter(item.nodeid for item in items)
+    for item in items:
+        if counts[item.nodeid] > 1 and item.name not in item.nodeid:
+            item._id = coerce_node_id(f"{item.nodeid.rsplit('::', 1)[0]}::{item.name}")
+
+
+@pytest.hookimpl(tryfirst=True)  # before the mark plugin's hook, which deselects -m "not slow"
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    _unique_node_ids(items)
     rank = {path: i for i, path in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(_file_of(item), len(rank)))  # stable: a file's own order is kept
     for item in items:
         path = _file_of(item)
-        item.add_marker(pytest.mark.xdist_group(XDIST_GROUPS.get(path, path)))
         if path in SLOW_HERE or item.nodeid.split("[", 1)[0] in SLOW_HERE:
             item.add_marker(pytest.mark.slow)

@@ -28,7 +28,7 @@ def test_every_entry_of_the_fast_tiers_exclusions_names_a_test() -> None:
     into the fast tier unnoticed."""
     import ast
 
-    from .conftest import LONGEST_FIRST, REPO, SLOW_HERE, XDIST_GROUPS
+    from .conftest import LONGEST_FIRST, REPO, SLOW_HERE
 
     for entry in SLOW_HERE:
         path, _, name = entry.partition("::")
@@ -36,6 +36,6 @@ def test_every_entry_of_the_fast_tiers_exclusions_names_a_test() -> None:
         if name:
             tree = ast.parse((REPO / path).read_text(encoding="utf-8"))
             assert name in {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}, entry
-    for path in (*LONGEST_FIRST, *XDIST_GROUPS):
+    for path in LONGEST_FIRST:
         assert (REPO / path).is_file(), path
 
