@@ -71,8 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def download_names() -> str:
     """The names `download` takes, with their size and what they are (the catalogues' own words)."""
-    from ..asr.catalogue import CATALOGUE as ASR
     from ..cosyvoice.hub import catalogue
+    from ..serving.transcription import POCKETSPHINX, Transcriber
     from ..known_models import recommended_model
 
     best = recommended_model()
@@ -81,8 +81,8 @@ def download_names() -> str:
         mark = "  (recommended)" if best is not None and entry.name == best.name else ""
         lines.append(f"  {entry.name:26} {entry.size_gb:4.1f} GB  {entry.description}{mark}")
     lines.append("speech recognition, for Transcribe (into --models-dir/asr/NAME):")
-    lines += [f"  {entry.name:26} {entry.size_gb:4.1f} GB  {getattr(entry, 'description', '')}".rstrip()
-              for entry in ASR]
+    lines += [f"  {choice.name:26} {choice.size_gb:4.1f} GB  {choice.description}".rstrip()
+              for choice in Transcriber(None).choices() if choice.name != POCKETSPHINX and choice.size_gb > 0]
     return "\n".join(lines)
 
 
