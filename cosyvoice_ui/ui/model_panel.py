@@ -41,11 +41,10 @@ def state_markdown(manager: ModelManager, lang: str = "en") -> str:
     """One line: the model, its state, device, jobs, memory and when it is released (in `lang`)."""
     s = manager.status()
     state = s.state
-    icon = {"loaded": "🟢", "unloaded": "⚪", "loading": "🟡", "error": "🔴"}.get(state, "⚪")
     key = f"state_{state}"
     name_key = strings.name_key(s)  # a name the serving layer gives in English only: show the localised one
     model = strings.label(name_key, lang) if name_key else s.model
-    parts = [f"{icon} **{model}** — {strings.label(key, lang) if key in strings.LABELS_EN else state}"]
+    parts = [f"**{model}** — {strings.label(key, lang) if key in strings.LABELS_EN else state}"]
     if state == "loading":  # the loader's detail is English: Chinese gets the percentage only
         detail = f" {s.load_message}" if lang != "zh" and s.load_message else ""
         parts.append(f"{s.load_fraction * 100:.0f}%{detail}")

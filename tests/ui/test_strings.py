@@ -28,8 +28,7 @@ def test_every_english_label_has_a_chinese_one() -> None:
         chinese = strings.LABELS_ZH[key]
         assert chinese.strip(), key
         assert fields(chinese) == fields(english), f"{key}: placeholders differ"
-        if key != "dice":  # an emoji in both
-            assert CJK.search(chinese), f"{key} is not translated: {chinese!r}"
+        assert CJK.search(chinese), f"{key} is not translated: {chinese!r}"
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
@@ -104,15 +103,15 @@ class StubManager:
 
 def test_model_state_line_in_both_languages() -> None:
     manager = StubManager()
-    assert state_markdown(manager, "en") == ("🟢 **CosyVoice-300M-SFT** — loaded · on cpu · 1 running, 2 queued · "
+    assert state_markdown(manager, "en") == ("**CosyVoice-300M-SFT** — loaded · on cpu · 1 running, 2 queued · "
                                              "process memory 812 MB · released after 200 s idle")
-    assert state_markdown(manager, "zh") == ("🟢 **CosyVoice-300M-SFT** — 已加载 · 运行于 cpu · 1 个运行中，2 个排队 · "
+    assert state_markdown(manager, "zh") == ("**CosyVoice-300M-SFT** — 已加载 · 运行于 cpu · 1 个运行中，2 个排队 · "
                                              "进程内存 812 MB · 空闲 200 秒后释放")
     loading = StubManager(state="loading", model="offline-default", model_key="offline_choice", load_fraction=0.5,
                           load_message="starting the offline voice", running=0, queued=0)
     assert "50% starting the offline voice" in state_markdown(loading, "en")
     zh = state_markdown(loading, "zh")
-    assert zh.startswith("🟡 **离线默认声音（无需下载）** — 加载中 · 50%") and "starting" not in zh
+    assert zh.startswith("**离线默认声音（无需下载）** — 加载中 · 50%") and "starting" not in zh
     failed = StubManager(state="error", error="llm.pt is missing", running=0, queued=0)
     assert state_markdown(failed, "zh").endswith("\n\n加载失败：llm.pt is missing")
     assert state_markdown(failed, "en").endswith("\n\nLoading failed: llm.pt is missing")

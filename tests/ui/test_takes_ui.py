@@ -100,7 +100,7 @@ def test_a_segment_bad_every_time_keeps_the_best_take_and_warns(tmp_path: Path) 
     engine = SegmentedEngine(bad={(PARTS[1], n) for n in (1, 2, 3)})
     outputs, bars = generate(handlers_for(engine, tmp_path))
     assert len(engine.requests) == 3  # the first render, then two retries (the default policy)
-    assert outputs[-1][4].startswith("⚠️ Segment 2/3 still sounds off (too long for its text) after 3 takes")
+    assert outputs[-1][4].startswith("Segment 2/3 still sounds off (too long for its text) after 3 takes")
     assert any("kept the best of 3 takes" in bar for bar in bars)
 
 
@@ -108,7 +108,7 @@ def test_all_good_takes_are_one_short_line(tmp_path: Path) -> None:
     engine = SegmentedEngine()
     outputs, _ = generate(handlers_for(engine, tmp_path))
     assert len(engine.requests) == 1
-    assert outputs[-1][4] == "✓ Takes checked: 3 segment(s), all plausible."
+    assert outputs[-1][4] == "Takes checked: 3 segment(s), all plausible."
 
 
 def test_the_browser_checkbox_switches_checks_off(tmp_path: Path) -> None:
@@ -138,7 +138,7 @@ def test_a_streamed_result_is_checked_not_retried(tmp_path: Path) -> None:
     engine = SegmentedEngine(bad={(PARTS[1], 1)})
     outputs, _ = generate(handlers_for(engine, tmp_path), stream=True)
     assert len(engine.requests) == 1
-    assert outputs[-1][4] == "⚠️ Segment 2/3 may sound off (too long for its text); not retried."
+    assert outputs[-1][4] == "Segment 2/3 may sound off (too long for its text); not retried."
 
 
 def cues_of(path: str):

