@@ -84,11 +84,18 @@ def test_json_route_transcribes_base64_audio(tmp_path: Path, fake: FakeTranscrib
     client = client_for(tmp_path)
     response = client.post("/v1/transcribe", json={"audio": base64.b64encode(CLIP).decode(), "language": "en"})
     assert response.status_code == 200, response.text
-    assert response.json() == {"text": "hello world", "language": "en", "backend": "fake-whisper", "seconds": 2.0}
+    assert response.json() == {"text": "hello world", "language": "en", "backend": "fake-whisper", "rough": False,
+                               "seconds": 2.0}
     assert fake.asked == [(2.0, "en", None)]
     data_url = "data:audio/wav;base64," + base64.b64encode(CLIP).decode()
     assert client.post("/v1/transcribe", json={"audio": data_url, "model": "whisper-small"}).status_code == 200
     assert fake.asked[-1] == (2.0, None, "whisper-small")
+    # The offline recogniser's transcript is marked rough, on both routes, so a client can ask for a check.
+    rough = client.post("/v1/transcribe", json={"audio": data_url, "model": POCKETSPHINX}).json()
+    assert rough["backend"] == POCKETSPHINX and rough["rough"] is True
+    files = {"file": ("sample.wav", CLIP, "audio/wav")}
+    openai = client.post("/v1/audio/transcriptions", files=files, data={"model": POCKETSPHINX}).json()
+    assert openai["backend"] == POCKETSPHINX and openai["rough"] is True
 
 
 def test_openai_multipart_route_answers_json_or_text(tmp_path: Path, fake: FakeTranscriber) -> None:
@@ -96,7 +103,8 @@ def test_openai_multipart_route_answers_json_or_text(tmp_path: Path, fake: FakeT
     files = {"file": ("sample.wav", CLIP, "audio/wav")}
     response = client.post("/v1/audio/transcriptions", files=files, data={"model": "whisper-1", "language": "en"})
     assert response.status_code == 200, response.text
-    assert response.json() == {"text": "hello world", "language": "en", "duration": 2.0, "backend": "fake-whisper"}
+    assert response.json() == {"text": "hello world", "language": "en", "duration": 2.0, "backend": "fake-whisper",
+                               "rough": False}
     assert fake.asked[-1] == (2.0, "en", None)  # whisper-1 means "the server's recogniser"
     text = client.post("/v1/audio/transcriptions", files=files, data={"response_format": "text"})
     assert text.status_code == 200 and text.text == "hello world"

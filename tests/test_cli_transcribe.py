@@ -43,7 +43,22 @@ def test_transcribe_with_a_downloaded_whisper(tiny_whisper: Path, clip: Path, tm
     assert captured.out.strip()  # the transcript alone on stdout (garbage words from random weights)
     assert f"heard by {TINY}, language en" in captured.err
     assert main(["transcribe", str(clip), "--models-dir", str(models), "--asr-model", TINY, "--language", "zh"]) == 0
-    assert "language zh" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "language zh" in err and "rough" not in err
+
+
+def test_a_pocketsphinx_transcript_is_called_rough(clip: Path, tmp_path: Path, capsys, monkeypatch) -> None:
+    import cosyvoice_ui.serving.transcription as transcription
+
+    class Heard:
+        def transcribe(self, audio, language=None, progress=None, backend=None):
+            return transcription.Transcript("close the window", "en", transcription.POCKETSPHINX)
+
+    monkeypatch.setattr(transcription, "shared_transcriber", lambda models_dir: Heard())
+    assert main(["transcribe", str(clip), "--models-dir", str(tmp_path)]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.strip() == "close the window"  # stdout keeps the transcript alone
+    assert "a rough transcript: check and correct it" in captured.err
 
 
 def test_transcribe_errors_are_one_line_with_the_fix(tmp_path: Path, clip: Path, capsys, monkeypatch) -> None:

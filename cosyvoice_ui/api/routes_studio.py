@@ -4,7 +4,7 @@
     POST   /v1/glossaries            save a new one (its id is made from the name)
     POST   /v1/glossaries/preview    how a text will be read with a glossary (saved id or inline)
     GET    /v1/glossaries/{id}       one glossary (PUT: create or replace it, DELETE: forget it)
-    POST   /v1/transcribe            JSON {audio: base64, language?} → {text, language, backend, seconds}
+    POST   /v1/transcribe            JSON {audio: base64, language?} → {text, language, backend, rough, seconds}
     POST   /v1/audio/transcriptions  OpenAI's shape: multipart `file`, `model`, `language`, `response_format`
     GET    /v1/asr/models            what can transcribe now, and what can be downloaded
 
@@ -137,7 +137,7 @@ async def audio_transcriptions(request: Request, studio: Studio):
     if fmt == "text":
         return PlainTextResponse(result["text"])
     return {"text": result["text"], "language": result["language"], "duration": result["seconds"],
-            "backend": result["backend"]}
+            "backend": result["backend"], "rough": result["rough"]}
 
 
 def _text_field(form, name: str) -> str:

@@ -92,10 +92,15 @@ class TranscribeBody(BaseModel):
                               "available for the language")
 
 
+ROUGH_DESCRIPTION = ("true when the recogniser is the rough offline one (pocketsphinx): check and correct the text "
+                     "before using it as a voice sample's transcript")
+
+
 class TranscribeResult(BaseModel):
     text: str
     language: str = Field(description="the language code heard (or asked for)")
     backend: str = Field(description="the recogniser that heard it")
+    rough: bool = Field(False, description=ROUGH_DESCRIPTION)
     seconds: float = Field(description="length of the recording")
 
 
@@ -106,6 +111,7 @@ class TranscriptionResult(BaseModel):
     language: str
     duration: float
     backend: str
+    rough: bool = Field(False, description=ROUGH_DESCRIPTION)
 
 
 class AsrModelRecord(BaseModel):

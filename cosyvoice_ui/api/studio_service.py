@@ -222,7 +222,7 @@ class StudioService:
         return name
 
     def transcribe(self, data: str | bytes | None, language: str | None = None, model: str | None = None) -> dict:
-        """The words said in a recording (base64 or file bytes) → {text, language, backend, seconds}."""
+        """The words said in a recording (base64 or file bytes) → {text, language, backend, rough, seconds}."""
         audio: Audio | None = (self._decode_audio(data, "audio", TRANSCRIPTION_LIMITS) if self._decode_audio
                                else None)
         if audio is None:
@@ -230,7 +230,7 @@ class StudioService:
                                  "flac, mp3 or ogg file)", param="audio", what="audio")
         transcript = self.transcriber().transcribe(audio, language, backend=self.backend_for(model))
         return {"text": transcript.text, "language": transcript.language, "backend": transcript.backend,
-                "seconds": round(audio.duration, 3)}
+                "rough": transcript.rough, "seconds": round(audio.duration, 3)}
 
     def asr_models(self) -> dict:
         """What can transcribe now, and what can be downloaded (with the command that does it)."""

@@ -33,6 +33,9 @@ def cmd_transcribe(args) -> int:
     transcript = transcriber.transcribe(audio, args.language, TerminalProgress(), backend=backend_for(args.asr_model))
     print(transcript.text)
     print(f"(heard by {transcript.backend}, language {transcript.language or 'unknown'})", file=sys.stderr)
+    if transcript.rough:
+        print("(a rough transcript: check and correct it against the recording before cloning with it)",
+              file=sys.stderr)
     return 0
 
 

@@ -1,4 +1,5 @@
-"""In the browser: "Transcribe" fills the clone tab's transcript box from the uploaded voice sample. The sample is
+"""In the browser: "Transcribe" fills the clone tab's transcript box from the uploaded voice sample, and says the
+transcript is rough. The sample is
 English said by the offline voice and heard by pocketsphinx (nothing downloaded); skipped when the offline voice's
 packages, pocketsphinx, Chromium or Playwright are missing."""
 
@@ -64,6 +65,10 @@ def test_transcribe_fills_the_clone_transcript(english_sample: Path, tiny_sft: P
             page.get_by_role("button", name="Transcribe", exact=True).first.click()
             playwright.expect(box).not_to_have_value("", timeout=60_000)
             heard = box.input_value()
+            # pocketsphinx is rough: the tab says so under the button, with what to do.
+            note = page.locator(".block.transcript-rough:visible")
+            playwright.expect(note).to_contain_text("Rough transcript", timeout=10_000)
+            assert "correct the text" in note.inner_text()
         finally:
             browser.close()
     recall = len(words(heard) & words(SENTENCE)) / len(words(SENTENCE))

@@ -44,7 +44,7 @@ class FakeTranscriber:
             progress(ProgressEvent("transcribe", 0.5, "transcribing"))
         if self.error is not None:
             raise self.error
-        return Transcript(self.text, language or "en", "fake")
+        return Transcript(self.text, language or "en", backend or "fake")
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +58,8 @@ def sample(tmp_path_factory) -> str:
 def test_transcribe_file_reads_the_recording_and_passes_language_and_recogniser(sample: str) -> None:
     fake = FakeTranscriber()
     events = []
-    assert transcribe_file(fake, sample, "zh", "whisper-small", events.append) == "Hello there, this is my voice."
+    heard = transcribe_file(fake, sample, "zh", "whisper-small", events.append)
+    assert heard.text == "Hello there, this is my voice." and not heard.rough
     assert fake.calls == [{"seconds": 4.0, "language": "zh", "backend": "whisper-small"}]
     assert events and events[0].stage == "transcribe"
 
@@ -96,12 +97,25 @@ def button_app(fake: FakeTranscriber, language=None, backend: str | None = None)
     return fn, audio, box, lang, button, chosen
 
 
-def test_the_button_fills_its_box(sample: str) -> None:
+def test_the_button_fills_its_box_and_says_when_the_transcript_is_rough(sample: str) -> None:
     fake = FakeTranscriber()
     fn, audio, box, lang, button, _ = button_app(fake, language="en", backend="pocketsphinx")
-    assert fn.outputs == [box] and fn.api_visibility == "private" and '"key": "transcribe"' in str(button.value)
-    assert fn.fn({audio: sample, lang: "en-US"}) == "Hello there, this is my voice."
+    box_out, note = fn.outputs
+    assert box_out is box and fn.api_visibility == "private" and '"key": "transcribe"' in str(button.value)
+    assert '"key": "transcript_rough"' in str(note.value) and note.visible is False  # hidden until needed
+    result = fn.fn({audio: sample, lang: "en-US"})
+    assert result[box] == "Hello there, this is my voice." and result[note]["visible"] is True
     assert fake.calls[0]["language"] == "en" and fake.calls[0]["backend"] == "pocketsphinx"
+    # A Whisper transcript needs no warning (and hides one left from an earlier rough transcript).
+    fn, audio, box, lang, _, _ = button_app(FakeTranscriber(), language="en", backend="whisper-small")
+    assert fn.fn({audio: sample, lang: "en"})[fn.outputs[1]]["visible"] is False
+
+
+@pytest.mark.parametrize("lang, words", [("en", ("pocketsphinx", "correct", "whisper-small")),
+                                         ("zh", ("pocketsphinx", "核对", "whisper-small"))])
+def test_the_rough_note_tells_what_to_do_in_both_languages(lang: str, words: tuple[str, ...]) -> None:
+    text = strings.label("transcript_rough", lang)
+    assert all(word in text for word in words), text
 
 
 def test_the_language_can_come_from_a_widget(sample: str) -> None:

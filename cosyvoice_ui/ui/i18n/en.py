@@ -172,6 +172,9 @@ LABELS: dict[str, str] = {
     # transcription (ui/transcribe.py)
     "transcribe": "Transcribe",
     "stage_transcribe": "Transcribing",
+    "transcript_rough": ("**Rough transcript:** the offline English recogniser (pocketsphinx) often mishears "
+                         "words. Listen to the sample and correct the text before cloning; a Whisper model "
+                         "(`python -m cosyvoice_ui download whisper-small`) is far more accurate."),
     # results: subtitles and bad-take checks (tabs/controls.py, options.py)
     "download_subtitles": "Subtitles (SRT, VTT)",
     "check_takes": "Check takes",

@@ -153,6 +153,8 @@ LABELS: dict[str, str] = {
                      "读音重要时请改写为假名（片假名效果最好）。",
     "transcribe": "识别文字",
     "stage_transcribe": "识别语音",
+    "transcript_rough": ("**粗略转写：**离线英语识别器（pocketsphinx）常会听错词。请对照样本核对并改正文本后再克隆；"
+                         "Whisper 模型（`python -m cosyvoice_ui download whisper-small`）转写准确得多。"),
     "download_subtitles": "字幕（SRT、VTT）",
     "check_takes": "检查生成质量",
     "check_takes_info": "与文字不符的片段（太长、太短、重复）自动重新生成",
