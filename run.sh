@@ -16,20 +16,30 @@ cd "$(dirname "$0")"
 bash scripts/install.sh
 PY=.venv/bin/python
 
+# A model given (--model-dir, --engine-url) or only help asked for: nothing to download. The models folder is
+# where the app looks (--models-dir, default pretrained_models), so a model there counts and a download goes there.
 given_model=0
+models_dir=pretrained_models
+previous=""
 for arg in "$@"; do
-  case "$arg" in --model-dir|--model-dir=*|--engine-url|--engine-url=*) given_model=1 ;; esac
+  case "$arg" in
+    --model-dir|--model-dir=*|--engine-url|--engine-url=*|-h|--help) given_model=1 ;;
+    --models-dir=*) models_dir=${arg#--models-dir=} ;;
+  esac
+  if [ "$previous" = --models-dir ]; then models_dir=$arg; fi
+  previous=$arg
 done
 if [ "${COSYVOICE_AUTO_DOWNLOAD:-1}" != 0 ] && [ "$given_model" = 0 ] \
-    && ! ls pretrained_models/*/cosyvoice*.yaml >/dev/null 2>&1; then
+    && ! "$PY" -c "import sys; from pathlib import Path; from cosyvoice_ui.cosyvoice.hub import find_models; sys.exit(0 if find_models(Path(sys.argv[1])) else 1)" "$models_dir"; then
   if "$PY" -c "import sys; from cosyvoice_ui.cosyvoice.hub import hub_reachable; sys.exit(0 if hub_reachable(3) else 1)"; then
     recommended=$("$PY" -c "from cosyvoice_ui.known_models import recommended_model as r; m = r(); print(f'{m.name} {m.size_gb:.1f}')")
     name=${recommended% *}
-    echo "No model yet: downloading $name (${recommended#* } GB; Ctrl-C to skip, COSYVOICE_AUTO_DOWNLOAD=0 to never ask;"
+    echo "No model in $models_dir yet: downloading $name (${recommended#* } GB; Ctrl-C to skip, COSYVOICE_AUTO_DOWNLOAD=0 to never ask;"
     echo "CosyVoice-300M-SFT, 1.7 GB, stays one click away in the model panel)"
-    "$PY" -m cosyvoice_ui download "$name" || echo "download failed; continuing with the offline default voice"
+    "$PY" -m cosyvoice_ui download "$name" --models-dir "$models_dir" \
+      || echo "download failed; continuing with the offline default voice"
   else
-    echo "No model yet and the model hub is unreachable: starting with the offline default voice."
+    echo "No model in $models_dir yet and the model hub is unreachable: starting with the offline default voice."
   fi
 fi
 

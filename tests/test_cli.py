@@ -155,7 +155,12 @@ def test_download_offline_fails_fast_with_manual_steps(tmp_path: Path, monkeypat
     assert main(["download", "CosyVoice-300M-SFT", "--models-dir", str(tmp_path)]) == 2
     assert time.monotonic() - started < 10
     err = capsys.readouterr().err
-    assert "cannot reach" in err and "huggingface-cli download FunAudioLLM/CosyVoice-300M-SFT" in err
+    # The command given downloads straight into the folder the app looks in (the models folder), with the CLI
+    # huggingface-hub installs (`hf`).
+    target = tmp_path / "CosyVoice-300M-SFT"
+    assert "cannot reach" in err and f"hf download FunAudioLLM/CosyVoice-300M-SFT --local-dir {target}" in err
+    assert f"git clone https://huggingface.co/FunAudioLLM/CosyVoice-300M-SFT {target}" in err
+    assert shutil.which("hf", path=str(Path(sys.executable).parent)), "huggingface-hub installs no `hf` command"
     assert main(["download", "NoSuchModel", "--models-dir", str(tmp_path)]) == 2
     assert "choose one of" in capsys.readouterr().err
 

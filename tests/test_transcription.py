@@ -284,8 +284,10 @@ def test_download_reports_byte_progress(tmp_path: Path, tiny_whisper: Path, monk
 def test_download_offline_or_unknown_fails_with_instructions(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setattr(catalogue, "hub_reachable", lambda timeout=3.0: False)
     transcriber = Transcriber(tmp_path)
-    with pytest.raises(DownloadError, match="huggingface-cli download openai/whisper-small"):
+    with pytest.raises(DownloadError) as info:
         transcriber.download("whisper-small")
+    # The command named downloads into the asr folder the app looks in, with huggingface-hub's `hf`.
+    assert f"hf download openai/whisper-small --local-dir {tmp_path / 'asr' / 'whisper-small'}" in str(info.value)
     with pytest.raises(DownloadError, match="whisper-large-v3-turbo"):
         transcriber.download("whisper-huge")
     assert not (tmp_path / "asr" / "whisper-small").exists()

@@ -1,6 +1,6 @@
 """The Whisper checkpoints users can download, finding downloaded ones, and the download itself (with progress).
 
-A Whisper folder is what `huggingface-cli download openai/whisper-small` leaves: `config.json` (model_type
+A Whisper folder is what `hf download openai/whisper-small` leaves: `config.json` (model_type
 "whisper"), `model.safetensors`, `preprocessor_config.json`, `generation_config.json` and the tokenizer files. Only
 the safetensors weights are fetched (the repositories also hold PyTorch-pickle, TensorFlow and Flax copies).
 """
@@ -74,11 +74,11 @@ def find_whisper_models(asr_dir: Path) -> list[Path]:
     return sorted(found, key=lambda p: (rank.get(p.name, len(rank)), p.name))
 
 
-def by_hand(entry: AsrEntry) -> str:
-    """How to place the folder without this app's downloader (no local paths: the user knows theirs)."""
-    return (f"to install it by hand, on a machine with internet run `huggingface-cli download {entry.repo_id} "
-            f"--local-dir {entry.name}` and copy that folder into the asr folder of your models folder "
-            f"(pretrained_models/asr/{entry.name})")
+def by_hand(entry: AsrEntry, target: Path) -> str:
+    """How to place the folder without this app's downloader, named where the app looks for it (`target`, in the
+    asr folder of its models folder)."""
+    return (f"to install it by hand, run `hf download {entry.repo_id} --local-dir {target}` once there is "
+            f"internet (on another machine: run it there and copy the folder to {target} here)")
 
 
 def download(name: str, asr_dir: Path, progress: ProgressCallback | None = None) -> Path:
@@ -90,7 +90,7 @@ def download(name: str, asr_dir: Path, progress: ProgressCallback | None = None)
             progress(ProgressEvent("download", 1.0, f"{entry.name} is already downloaded"))
         return target
     if not hub_reachable():
-        raise DownloadError(f"cannot reach {endpoint()} (offline?); {by_hand(entry)}")
+        raise DownloadError(f"cannot reach {endpoint()} (offline?); {by_hand(entry, target)}")
     from huggingface_hub import snapshot_download
 
     target.mkdir(parents=True, exist_ok=True)
@@ -101,9 +101,10 @@ def download(name: str, asr_dir: Path, progress: ProgressCallback | None = None)
                           tqdm_class=byte_progress(progress, entry.name))
     except Exception as exc:  # network, auth, disk: every failure becomes one actionable message
         raise DownloadError(f"downloading {entry.name} failed ({type(exc).__name__}); run the download again "
-                            f"to resume, or {by_hand(entry)}") from exc
+                            f"to resume, or {by_hand(entry, target)}") from exc
     if not is_whisper_folder(target):
-        raise DownloadError(f"the download of {entry.name} is incomplete; run it again to resume, or {by_hand(entry)}")
+        raise DownloadError(f"the download of {entry.name} is incomplete; run it again to resume, or "
+                            f"{by_hand(entry, target)}")
     if progress is not None:
         progress(ProgressEvent("download", 1.0, f"{entry.name} ready"))
     return target

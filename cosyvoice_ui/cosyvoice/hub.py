@@ -56,9 +56,11 @@ def find_models(models_dir: Path) -> list[Path]:
 
 
 def manual_instructions(entry: CatalogueEntry, target: Path) -> str:
-    return (f"To install {entry.name} by hand, on a machine with internet run "
-            f"`huggingface-cli download {entry.repo_id} --local-dir {entry.name}` (or "
-            f"`git clone https://huggingface.co/{entry.repo_id}`), then copy that folder to {target} "
+    """How to place the folder by hand, named where the app looks for it (`target`, in its models folder): the
+    `hf` command of huggingface-hub (its old `huggingface-cli` is gone) or git."""
+    return (f"To install {entry.name} by hand, run `hf download {entry.repo_id} --local-dir {target}` (or "
+            f"`git clone https://huggingface.co/{entry.repo_id} {target}`) once there is internet; on another "
+            f"machine, run it there and copy the folder to {target} here "
             "(it must contain the yaml, llm.pt, flow.pt, hift.pt and the .onnx files).")
 
 
