@@ -61,6 +61,29 @@ def table_rows(value) -> list[list[str]]:
     return [["" if cell is None else str(cell) for cell in list(row)[:COLUMNS]] for row in value]
 
 
+def with_row_added(value) -> list[list[str]]:
+    """The table with one empty row at the end; InvalidRequest once it has as many rows as a glossary holds."""
+    rows = table_rows(value)
+    if len(rows) >= MAX_ENTRIES:
+        raise InvalidRequest("glossary_too_many", f"a glossary holds at most {MAX_ENTRIES} entries; split it "
+                             "into several glossaries", limit=MAX_ENTRIES)
+    return [*rows, ["", "", ""]]
+
+
+def with_last_row_removed(value) -> list[list[str]]:
+    """The table without its last row (the only row is emptied instead: the table keeps one row to type in)."""
+    rows = table_rows(value)[:-1]
+    return rows or [list(row) for row in EMPTY_ROWS]
+
+
+def refusal(reason: InvalidRequest | str, lang: str) -> str:
+    """A refused edit as the status line's Markdown: the reason in the user's language, shown as text. The tab
+    shows refusals there rather than raising gr.Error, which would cover the table and the list with error
+    badges (they stay until the next event that updates them) and print a traceback on the server."""
+    text = strings.message(reason, lang) if isinstance(reason, InvalidRequest) else reason
+    return plain(text)
+
+
 def edited_glossary(name: str, rows, case_sensitive: bool, glossary_id: str = "") -> Glossary:
     """The glossary the editor shows (checked: InvalidRequest names the bad row)."""
     return make_glossary(name, table_rows(rows), bool(case_sensitive), glossary_id or "")
@@ -148,15 +171,20 @@ def build_glossary(page: Page) -> GlossaryTab:
             name = gr.Textbox(label=t("glossary_name"), scale=3)
             case = gr.Checkbox(value=False, label=t("glossary_case"), scale=1)
         headers = list(HEADERS)  # table headers are plain text (gr.I18n does not reach them)
+        # Fixed columns: the cell menu then offers row actions only (no "Delete column" to lose a column by).
         table = gr.Dataframe(value=[list(r) for r in EMPTY_ROWS], headers=headers, label=t("glossary_table"),
-                             type="array", interactive=True, column_count=COLUMNS,
-                             row_count=1, datatype=["str"] * COLUMNS, wrap=True)
+                             type="array", interactive=True, column_count=(COLUMNS, "fixed"),
+                             row_count=1, datatype=["str"] * COLUMNS, wrap=True,
+                             elem_id="glossary-table")
+        with gr.Row():
+            add_row = gr.Button(t("glossary_add_row"), size="sm", scale=0, min_width=120)
+            remove_row = gr.Button(t("glossary_remove_row"), size="sm", scale=0, min_width=120)
         with gr.Row():
             save = gr.Button(t("glossary_save"), variant="primary")
             upload = gr.UploadButton(t("glossary_import"), file_types=[".json"], file_count="single")
             export = gr.Button(t("glossary_export"))
+        status = gr.Markdown(elem_id="glossary-status")  # under Save: what was saved, or why not
         download = gr.File(label=t("glossary_export"), interactive=False, visible=False)
-        status = gr.Markdown()
         with gr.Row():
             sentence = gr.Textbox(label=t("glossary_preview_text"), placeholder=t("glossary_preview_ph"), scale=4)
             try_it = gr.Button(t("glossary_preview"), scale=0, min_width=100)
@@ -164,9 +192,6 @@ def build_glossary(page: Page) -> GlossaryTab:
 
     def lang_of(data: dict) -> str:
         return options.language(data)
-
-    def fail(exc: InvalidRequest, data: dict):
-        raise gr.Error(plain_html(strings.message(exc, lang_of(data)))) from None
 
     def choices(value: str):
         return gr.update(choices=options.glossary_choices(), value=value)
@@ -180,23 +205,35 @@ def build_glossary(page: Page) -> GlossaryTab:
     def start_new():
         return "", "", False, rows_of(None), ""
 
+    # A refused action changes nothing but the status line (gr.skip() keeps the table, its rows and the list).
+    def add_one(data: dict):
+        try:
+            return with_row_added(data[table]), ""
+        except InvalidRequest as exc:
+            return gr.skip(), refusal(exc, lang_of(data))
+
+    def remove_one(data: dict):
+        return with_last_row_removed(data[table])
+
     def save_it(data: dict):
+        lang = lang_of(data)
         try:
             glossary = save_edited(store, data[saved], data[name], data[table], data[case])
         except InvalidRequest as exc:
-            fail(exc, data)
-        message = strings.label("glossary_saved_msg", lang_of(data)).format(name=glossary.name)
-        gr.Info(message)
-        return choices(glossary.id), options.refreshed_glossaries(), rows_of(glossary), message
+            return gr.skip(), gr.skip(), gr.skip(), refusal(exc, lang)
+        message = strings.label("glossary_saved_msg", lang)
+        gr.Info(message.format(name=plain_html(glossary.name)))
+        return (choices(glossary.id), options.refreshed_glossaries(), rows_of(glossary),
+                message.format(name=plain(glossary.name)))
 
     def delete_it(data: dict):
         lang = lang_of(data)
         glossary = store.get(data[saved]) if data[saved] else None
         if glossary is None:
-            raise gr.Error(strings.label("glossary_pick_first", lang))
+            return *[gr.skip()] * 5, refusal(strings.label("glossary_pick_first", lang), lang)
         store.remove(glossary.id)
         chosen = data[options.glossary]
-        message = strings.label("glossary_deleted_msg", lang).format(name=glossary.name)
+        message = strings.label("glossary_deleted_msg", lang).format(name=plain(glossary.name))
         return (choices(""), options.refreshed_glossaries("" if chosen == glossary.id else chosen), "", False,
                 rows_of(None), message)
 
@@ -204,7 +241,7 @@ def build_glossary(page: Page) -> GlossaryTab:
         try:
             glossary = import_file(data[upload])
         except InvalidRequest as exc:
-            fail(exc, data)
+            return *[gr.skip()] * 4, refusal(exc, lang_of(data))
         message = strings.label("glossary_imported_msg", lang_of(data)).format(count=len(glossary.entries))
         return "", glossary.name, glossary.case_sensitive, rows_of(glossary), message
 
@@ -212,27 +249,29 @@ def build_glossary(page: Page) -> GlossaryTab:
         try:
             glossary = edited_glossary(data[name], data[table], data[case], data[saved])
         except InvalidRequest as exc:
-            fail(exc, data)
+            return gr.skip(), refusal(exc, lang_of(data))
         exports.mkdir(parents=True, exist_ok=True)
-        return gr.update(value=str(export_file(glossary, exports)), visible=True)
+        return gr.update(value=str(export_file(glossary, exports)), visible=True), ""
 
     def try_sentence(data: dict):
         try:
             glossary = edited_glossary(data[name], data[table], data[case])
         except InvalidRequest as exc:
-            fail(exc, data)
+            return refusal(exc, lang_of(data))
         return preview_markdown(page.manager.loaded, page.manager.info(), data[sentence], glossary, lang_of(data))
 
     private = dict(api_visibility="private")
     lang = options.lang
     saved.input(open_saved, inputs={saved}, outputs=[name, case, table, status], **private)
     new.click(start_new, outputs=[saved, name, case, table, status], queue=False, **private)
+    add_row.click(add_one, inputs={table, lang}, outputs=[table, status], queue=False, **private)
+    remove_row.click(remove_one, inputs={table}, outputs=table, queue=False, **private)
     save.click(save_it, inputs={saved, name, table, case, lang}, outputs=[saved, options.glossary, table, status],
                **private)
     delete.click(delete_it, inputs={saved, options.glossary, lang},
                  outputs=[saved, options.glossary, name, case, table, status], **private)
     upload.upload(import_it, inputs={upload, lang}, outputs=[saved, name, case, table, status], **private)
-    export.click(export_it, inputs={saved, name, table, case, lang}, outputs=download, **private)
+    export.click(export_it, inputs={saved, name, table, case, lang}, outputs=[download, status], **private)
     preview_inputs = dict(inputs={name, table, case, sentence, lang}, outputs=reading, **private)
     try_it.click(try_sentence, **preview_inputs)
     sentence.submit(try_sentence, **preview_inputs)
