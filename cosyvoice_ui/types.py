@@ -192,6 +192,9 @@ class EngineInfo:
     match_levels: tuple[str, ...] = ()  # approximate backends: the `voice_match` levels of a request
     default_speaker: str = ""  # the backend's own default preset ("" = its first)
     speaker_genders: tuple[tuple[str, str], ...] = ()  # (preset, "female" | "male") where the backend knows
+    # (preset, language of its training data ("ja", "en-US", "mixed"), "female" | "male" | "mixed") where the
+    # backend knows: the UI labels presets whose names say neither (the offline voice's "jf_gongitsune").
+    speaker_traits: tuple[tuple[str, str, str], ...] = ()
     languages: tuple[str, ...] = ()  # languages it speaks, where it is limited (empty: the model's own)
     precision: Precision | None = None  # None: no precision switch (offline, remote)
     backend: str = ""  # what runs it, e.g. "kokoro-82m-int8-onnx", "espeak-ng", "remote http://host:7860"
@@ -206,3 +209,9 @@ class EngineInfo:
 
     def supports(self, mode: Mode) -> bool:
         return mode in self.modes
+
+    @property
+    def presets(self) -> tuple[str, ...]:
+        """The preset speakers alone: `speakers` less the saved voices a backend also accepts there (offline)."""
+        saved = set(self.saved_voices)
+        return tuple(name for name in self.speakers if name not in saved)

@@ -314,7 +314,8 @@ class ApiService:
         """Every name `voice` accepts now: presets, saved voices, the default and the OpenAI aliases."""
         info = self.manager.info()
         default = self.voices.default(info)
-        entries = [{"id": name, "name": name, "kind": "preset"} for name in (info.speakers if info else ())]
+        # Presets alone: the offline backend also takes saved voices as speakers, and those are listed as saved.
+        entries = [{"id": name, "name": name, "kind": "preset"} for name in (info.presets if info else ())]
         entries += [{"id": v.id, "name": v.name, "kind": "saved"} for v in self.library.list()]
         if default is not None and default.kind == "builtin":
             entries.append({"id": default.id, "name": "Built-in example voice", "kind": "builtin"})

@@ -28,7 +28,7 @@ from .frontend import OfflineFrontend
 from .kokoro import SAMPLE_RATE, KokoroModel
 from .speakers import OfflineSpeakers, preset_styles
 from .store import MATCH_LEVELS, MatchLevel, MatchResult
-from .styles import STOCK_GENDER, StyleSpace, VoiceStyle
+from .styles import NAMED_BLENDS, STOCK_GENDER, StyleSpace, VoiceStyle, blend_traits, stock_traits
 from .validation import check_speakable
 
 if TYPE_CHECKING:
@@ -68,7 +68,20 @@ def offline_info(speakers: tuple[str, ...], saved: tuple[str, ...] = ()) -> Engi
         match_levels=MATCH_LEVELS,
         saved_voices=saved,  # library voices registered with this engine
         speaker_genders=tuple(sorted(STOCK_GENDER.items())),
+        speaker_traits=preset_traits(tuple(name for name in speakers if name not in saved)),
     )
+
+
+def preset_traits(speakers: tuple[str, ...]) -> tuple[tuple[str, str, str], ...]:
+    """(name, language, gender) of each preset whose name tells (stock voices by Kokoro's prefix, blends by
+    their voices)."""
+    blends = dict(NAMED_BLENDS)
+    found = []
+    for name in speakers:
+        traits = blend_traits(blends[name]) if name in blends else stock_traits(name)
+        if traits is not None:
+            found.append((name, *traits))
+    return tuple(found)
 
 
 def describe_offline() -> EngineInfo:

@@ -28,6 +28,33 @@ MAX_OFFSET = 2.5
 # language and gender of the voice's training data: "jf" = Japanese female, "jm" = Japanese male.
 STOCK_GENDER = {"jf_alpha": "female", "jf_gongitsune": "female", "jf_nezumi": "female", "jf_tebukuro": "female", "jm_kumo": "male"}
 
+# Kokoro's voice-name convention: the first letter is the language of the voice's training data, the second
+# its gender ("jf_alpha": Japanese, female). Language codes as EngineInfo.speaker_traits gives them.
+KOKORO_LANGUAGES = {"a": "en-US", "b": "en-GB", "j": "ja", "z": "zh", "e": "es", "f": "fr", "h": "hi", "i": "it",
+                    "p": "pt-BR"}
+KOKORO_GENDERS = {"f": "female", "m": "male"}
+
+
+def stock_traits(name: str) -> tuple[str, str] | None:
+    """(language, gender) of a stock voice from its name ("jf_alpha" → ("ja", "female")); None when the name
+    does not follow the convention."""
+    prefix, _, rest = name.partition("_")
+    if len(prefix) != 2 or not rest or prefix[0] not in KOKORO_LANGUAGES or prefix[1] not in KOKORO_GENDERS:
+        return None
+    return KOKORO_LANGUAGES[prefix[0]], KOKORO_GENDERS[prefix[1]]
+
+
+def blend_traits(weights: dict[str, float]) -> tuple[str, str] | None:
+    """(language, gender) of a blend: its voices' when they share one, else "mixed"; None when a voice's name
+    says nothing."""
+    traits = [stock_traits(name) for name in weights]
+    if not traits or any(t is None for t in traits):
+        return None
+    languages = {t[0] for t in traits if t}
+    genders = {t[1] for t in traits if t}
+    return (languages.pop() if len(languages) == 1 else "mixed"), (genders.pop() if len(genders) == 1 else "mixed")
+
+
 # Named blends offered as extra preset speakers: (name, {stock voice: weight}).
 NAMED_BLENDS: tuple[tuple[str, dict[str, float]], ...] = (
     ("blend_alpha_tebukuro", {"jf_alpha": 0.5, "jf_tebukuro": 0.5}),

@@ -103,7 +103,7 @@ class Endpoints:
                  for v in self.service.library.list()]
         return {
             "model": info.name if info else None,
-            "presets": list(info.speakers) if info else [],
+            "presets": list(info.presets) if info else [],
             "saved": saved,
             "instructions_supported": bool(info and Mode.INSTRUCT in info.modes),
             # what instruct speaks with: a preset speaker, or a saved voice (CosyVoice2/3)

@@ -26,7 +26,7 @@ def can_clone(info: EngineInfo | None) -> bool:
 
 
 def has_presets(info: EngineInfo | None) -> bool:
-    return info is None or bool(info.speakers)
+    return info is None or bool(info.presets)
 
 
 def takes_instruction(info: EngineInfo | None) -> bool:
@@ -87,7 +87,7 @@ class VoiceRowWidgets:
         choice = choice or VoiceChoice()
         allowed = kinds(info, saved_enabled)
         kind = choice.kind if choice.kind in allowed else "default"
-        presets = list(info.speakers) if info is not None else []
+        presets = list(info.presets) if info is not None else []
         return {
             self.group: gr.update(visible=True),
             self.name: gr.update(value=f"**{plain(name)}**"),
@@ -105,7 +105,7 @@ class VoiceRowWidgets:
     def adapt(self, info: EngineInfo | None, t, saved_enabled: bool) -> dict:
         import gradio as gr
 
-        presets = list(info.speakers) if info is not None else []
+        presets = list(info.presets) if info is not None else []
         return {self.kind: gr.update(choices=kind_choices(t, kinds(info, saved_enabled))),
                 self.preset: gr.update(choices=presets),
                 self.instruct: gr.update(visible=takes_instruction(info))}
@@ -129,7 +129,7 @@ def build_voice_row(page, visible: bool = True, show_name: bool = True) -> Voice
     t = page.t
     info = page.manager.info()
     allowed = kinds(info, page.saved.enabled)
-    presets = list(info.speakers) if info is not None else []
+    presets = list(info.presets) if info is not None else []
     with gr.Group(visible=visible, elem_classes=["studio-voice"]) as group:
         with gr.Row():
             name = gr.Markdown("", visible=show_name, elem_classes=["studio-voice-name"], **MARKDOWN_OPTIONS)

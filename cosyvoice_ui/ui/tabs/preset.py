@@ -7,8 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...types import EngineInfo, Mode
+from .. import strings
 from ..page import Page
 from ..requests import sft_meta
+from ..speaker_labels import preset_choices
 from .controls import Controls, build_controls, wire_generate
 from .text_tools import build_text_tools
 
@@ -30,10 +32,18 @@ class PresetTab:
     def adapt(self, info: EngineInfo | None, data: dict) -> dict:
         import gradio as gr
 
-        speakers = list(info.speakers) if info else []
-        return {self.speaker: gr.update(choices=speakers, value=self.page.default_preset(info)),
+        # The presets alone (saved voices have their own picker), labelled in the browser's language.
+        speakers = preset_choices(info, strings.language_of(data.get(self.page.options.lang)))
+        return {self.speaker: gr.update(choices=speakers, value=listed_default(self.page, info)),
                 self.note: gr.update(visible=not speakers),
                 self.instruct_note: gr.update(visible=instruct_takes_voice(info))}
+
+
+def listed_default(page: Page, info: EngineInfo | None) -> str | None:
+    """The default voice when it is one of the listed presets (a saved voice the offline backend also takes as a
+    speaker is not listed here)."""
+    chosen = page.default_preset(info)
+    return chosen if info is not None and chosen in info.presets else None
 
 
 def instruct_takes_voice(info: EngineInfo | None) -> bool:
@@ -45,9 +55,9 @@ def build_preset(page: Page) -> PresetTab:
 
     t, info = page.t, page.manager.info()
     with gr.Tab(t("tab_sft"), id="sft"):
-        note = gr.Markdown(t("no_speakers_note"), visible=not (info and info.speakers))
+        note = gr.Markdown(t("no_speakers_note"), visible=not (info and info.presets))
         instruct_note = gr.Markdown(t("preset_instruct_note"), visible=instruct_takes_voice(info))
-        speaker = gr.Dropdown(list(info.speakers) if info else [], label=t("speaker"), value=page.default_preset(info))
+        speaker = gr.Dropdown(preset_choices(info, "en"), label=t("speaker"), value=listed_default(page, info))
         text = gr.Textbox(label=t("text"), placeholder=t("text_ph"), lines=3)
         build_text_tools(page, text, chips=False)
         controls = build_controls(page)
