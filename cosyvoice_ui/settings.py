@@ -26,7 +26,8 @@ class Settings:
     models_dir: Path = DEFAULT_MODELS_DIR
     voices_dir: Path = Path("voices")  # saved voices (prompt features computed once)
     device: str = "auto"  # auto | cpu | cuda
-    precision: str = "stock"  # stock (bit-faithful) | fast (opt-in speed/accuracy trade)
+    # auto (fast on a CPU, stock on a GPU; resolved at load) | stock (upstream's numbers) | fast | extra-fast
+    precision: str = "auto"
     threads: int | None = None  # torch intra-op threads; None = torch's default
     host: str = "127.0.0.1"
     port: int = 7860
@@ -81,7 +82,7 @@ class LoadOptions:
     fast-mode switch changes the precision."""
 
     device: str = "auto"  # auto | cpu | cuda
-    precision: str = "stock"  # stock | fast
+    precision: str = "auto"  # auto | stock | fast | extra-fast (`ModelManager.load_options` shows auto resolved)
     max_text_chars: int = 5000
     threads: int | None = None  # torch intra-op threads of the ONNX frontends; None = torch's
     voices_dir: Path | None = None  # where the offline voice keeps its match cache

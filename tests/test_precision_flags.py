@@ -29,9 +29,12 @@ def test_every_mode_reaches_the_app_settings_and_the_cli(mode: str) -> None:
     assert synth_args("--precision", mode).precision == mode
 
 
-def test_stock_is_the_default() -> None:
-    assert settings_from_args(app_parser().parse_args([])).precision == "stock"
-    assert synth_args().precision == "stock"
+def test_auto_is_the_default_and_can_be_asked_for() -> None:
+    """auto: fast on a CPU, stock on a GPU, resolved at load (tests/test_precision_auto.py)."""
+    assert settings_from_args(app_parser().parse_args([])).precision == "auto"
+    assert synth_args().precision == "auto"
+    assert settings_from_args(app_parser().parse_args(["--precision", "auto"])).load_options().precision == "auto"
+    assert synth_args("--precision", "auto").precision == "auto"
 
 
 def test_the_cli_loads_with_the_mode_asked_for(monkeypatch) -> None:
@@ -53,7 +56,7 @@ def test_nonsense_is_refused_with_the_modes_listed(parse, capsys) -> None:
     assert stop.value.code == 2
     err = capsys.readouterr().err
     assert "--precision: invalid choice: 'turbo'" in err
-    assert all(repr(mode) in err for mode in PRECISIONS)
+    assert all(repr(mode) in err for mode in ("auto", *PRECISIONS))
     assert "Traceback" not in err
 
 
@@ -62,7 +65,8 @@ def test_the_help_says_what_each_mode_changes(capsys) -> None:
         app_parser().parse_args(["--help"])
     shown = "".join(capsys.readouterr().out.split())  # argparse wraps lines, also after hyphens
     assert "".join(PRECISION_HELP.split()) in shown
-    for mode, change in (("stock", "upstream's numbers"), ("fast", "int8 LLM"),
+    for mode, change in (("auto (default)", "fast on a CPU, stock on a GPU"), ("stock", "upstream's numbers"),
+                         ("fast", "int8 LLM"),
                          ("extra-fast", "without the flow's classifier-free guidance")):
         assert f"{mode}: " in PRECISION_HELP and change in PRECISION_HELP
 

@@ -32,8 +32,9 @@ def remote(tiny_sft: Path, tmp_path_factory):
     """The "GPU box": the API of a full instance on its own port, with an API key."""
     import uvicorn
 
+    # Stock: its audio is compared with `local_engine` (load_engine's default, stock), not the app's CPU default
     settings = Settings(model_dir=tiny_sft, voices_dir=tmp_path_factory.mktemp("remote-voices"), device="cpu",
-                        idle_unload_s=0, api_keys=(KEY,), rate_limit_per_min=0)
+                        precision="stock", idle_unload_s=0, api_keys=(KEY,), rate_limit_per_min=0)
     manager = create_manager(settings)
     app = FastAPI()
     add_routes(app, manager, settings)

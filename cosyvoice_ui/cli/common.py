@@ -126,7 +126,7 @@ def load_engine(args, progress) -> Engine:
     from ..serving.backends import open_engine
     from ..settings import LoadOptions
 
-    options = LoadOptions(device=args.device, precision=getattr(args, "precision", "stock"),
+    options = LoadOptions(device=args.device, precision=getattr(args, "precision", "auto"),
                           voices_dir=getattr(args, "voices_dir", None))
     return open_engine(args.model_dir, Path("pretrained_models"), options, progress)
 

@@ -293,8 +293,10 @@ def load_engine(model_dir: str | Path, device: str = "auto", progress: ProgressC
                 n_timesteps: int | None = None, fast: FastSettings | None = None) -> CosyVoiceEngine:
     """Load the model in `model_dir` (a CosyVoice folder) and return its engine.
 
-    device: auto | cpu | cuda; precision: "stock" | "fast" (`fast` tunes what fast changes); threads caps
-    the ONNX sessions; n_timesteps overrides the flow's Euler steps (see `loader.load_parts`).
+    device: auto | cpu | cuda; precision: "stock" (the default in code: upstream's numbers) | "fast" |
+    "extra-fast" | "auto" (fast on a CPU, stock on a GPU: the app's and the CLI's default) (`fast` tunes what
+    fast changes); threads caps the ONNX sessions; n_timesteps overrides the flow's Euler steps (see
+    `loader.load_parts`).
     """
     parts = load_parts(Path(model_dir), device=device, progress=progress, precision=precision, threads=threads,
                        n_timesteps=n_timesteps, fast=fast)

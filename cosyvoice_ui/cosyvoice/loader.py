@@ -25,7 +25,8 @@ from .families import ModelFolder, detect, folder_info
 from .frontend.onnx_models import SpeakerEncoder, SpeechTokenizer
 from .frontend.prompt import PromptEncoder
 from .models.sampling import RasSampler
-from .precision import PRECISIONS, FastSettings, flow_precision, llm_precision, precision_record, vocoder_precision
+from .precision import (PRECISIONS, FastSettings, flow_precision, llm_precision, precision_record, resolve_precision,
+                        vocoder_precision)
 from .recipes import InputRecipe
 from .registry import TextTokenizer, backend_for
 from .streaming import Chunker
@@ -89,14 +90,16 @@ def load_parts(model_dir: Path, device: str = "auto", progress: ProgressCallback
 
     precision: "stock" computes what upstream computes (float32; only memory layouts differ);
     "fast" trades accuracy for speed as `fast` (default `FastSettings()`) says: int8 LLM linears,
-    bf16 flow estimator where the CPU supports it, fewer flow steps, a shorter flow prompt. An explicit
-    `n_timesteps` overrides either mode's flow steps. threads: caps the ONNX sessions' threads.
+    bf16 flow estimator where the CPU supports it, fewer flow steps, a shorter flow prompt; "auto" is fast on a
+    CPU and stock on a GPU (`resolve_precision`). An explicit `n_timesteps` overrides either mode's flow steps.
+    threads: caps the ONNX sessions' threads.
     """
     started = time.perf_counter()
     folder = detect(model_dir)
     family = folder.family
     backend = backend_for(family)
     device = resolve_device(device)
+    precision = resolve_precision(precision, device)
     if precision not in PRECISIONS:
         raise ConfigError(f"unknown precision {precision!r}; choose one of {', '.join(PRECISIONS)}")
     report(progress, "load", 0.02, f"reading {family.yaml_name}")

@@ -116,6 +116,16 @@ def precision_modes() -> tuple[str, ...]:
     return PRECISIONS
 
 
+def resolve_load_options(options: LoadOptions) -> LoadOptions:
+    """`options` with precision "auto" replaced by the mode it means on their device (fast on a CPU, stock on a
+    GPU; `cosyvoice/precision.py`'s `resolve_precision`); other options are returned as they are."""
+    if options.precision != "auto":
+        return options
+    from ..cosyvoice.precision import resolve_precision
+
+    return options.with_(precision=resolve_precision(options.precision, options.device))
+
+
 def fast_flow_steps() -> int:
     """The flow's diffusion steps in fast mode, for texts that say what fast changes."""
     from ..cosyvoice.precision import settings_for

@@ -19,7 +19,7 @@ from ..engine import Engine, report
 from ..errors import Cancelled, ConfigError, CosyVoiceError
 from ..settings import LoadOptions
 from ..types import EngineInfo, ProgressCallback, ProgressEvent
-from .backends import ModelChoice, describe, load_any, model_choices, name_key
+from .backends import ModelChoice, describe, load_any, model_choices, name_key, resolve_load_options
 from .memory import release_memory, rss_mb
 
 log = logging.getLogger(__name__)
@@ -78,7 +78,7 @@ class ModelManager:
         `load_options` go to the loader, replaced by `set_load_options`."""
         self._loader = loader or load_any
         self._describe = describe_model or describe
-        self.load_options = load_options or LoadOptions()
+        self._options = load_options or LoadOptions()
         self._on_load = on_load
         self.model_id = model_id
         self.models_dir = models_dir
@@ -103,6 +103,15 @@ class ModelManager:
             self._watcher.start()
 
     # --- state ------------------------------------------------------------------------------------
+
+    @property
+    def load_options(self) -> LoadOptions:
+        """The options the next load uses, precision "auto" resolved for the device (fast on a CPU, stock on a
+        GPU): the UI's radio and /health show the mode in effect, never "auto". Resolved on first use, not in
+        the constructor: it may import torch, which building a manager does not need."""
+        if self._options.precision == "auto":
+            self._options = resolve_load_options(self._options)
+        return self._options
 
     @property
     def state(self) -> str:
@@ -206,13 +215,13 @@ class ModelManager:
     def set_load_options(self, **changes: object) -> bool:
         """Change load options (e.g. precision="fast"). The model is released after running jobs finish and
         reloaded with the new options on the next request. Returns True if anything changed."""
-        wanted = replace(self.load_options, **changes)
+        wanted = resolve_load_options(replace(self.load_options, **changes))
         if wanted == self.load_options:
             return False
         with self._cond:
             while self._running or self._waiting:
                 self._cond.wait(0.5)
-            self.load_options = wanted
+            self._options = wanted
             self._unload_locked()
         return True
 

@@ -40,8 +40,9 @@ def _origins(values: list[str]) -> tuple[str, ...]:
 
 
 class PrecisionChoices:
-    """`--precision`'s choices, `cosyvoice/precision.py`'s PRECISIONS, read only when the flag is given or help
-    is shown: that module loads torch, which commands that never load a model should not wait for."""
+    """`--precision`'s choices, `cosyvoice/precision.py`'s CHOICES (auto and the PRECISIONS), read only when the
+    flag is given or help is shown: that module loads torch, which commands that never load a model should not
+    wait for."""
 
     def __contains__(self, value: object) -> bool:
         return value in self._modes()
@@ -51,21 +52,22 @@ class PrecisionChoices:
 
     @staticmethod
     def _modes() -> tuple[str, ...]:
-        from ..cosyvoice.precision import PRECISIONS
+        from ..cosyvoice.precision import CHOICES
 
-        return PRECISIONS
+        return CHOICES
 
 
-PRECISION_HELP = ("stock: upstream's numbers (default); fast: int8 LLM, int8 or bf16 flow and a bf16 vocoder where "
-                  "the CPU allows, fewer diffusion steps and a shorter flow prompt (a small, measured change to the "
-                  "sound); extra-fast: fast without the flow's classifier-free guidance and with an int4 LLM (about "
-                  "a third faster again, a bigger change to the sound)")
+PRECISION_HELP = ("auto (default): fast on a CPU, stock on a GPU; stock: upstream's numbers; fast: int8 LLM, int8 "
+                  "or bf16 flow and a bf16 vocoder where the CPU allows, fewer diffusion steps and a shorter flow "
+                  "prompt (3.5-7x faster than stock on a CPU, a small, measured change to the sound); extra-fast: "
+                  "fast without the flow's classifier-free guidance and with an int4 LLM (up to a third less time "
+                  "again, a bigger change to the sound)")
 
 
 def add_precision_flag(parser: argparse.ArgumentParser) -> None:
     """`--precision`, the same for the app and the CLI."""
     # A metavar of its own: argparse would otherwise list the choices (and so load them) while building the parser.
-    parser.add_argument("--precision", default="stock", choices=PrecisionChoices(), metavar="MODE",
+    parser.add_argument("--precision", default="auto", choices=PrecisionChoices(), metavar="MODE",
                         help=PRECISION_HELP)
 
 

@@ -1,6 +1,7 @@
-"""The options' precision radio: Stock / Fast / Extra fast with a line that says what each changes (the fast
-step count read from `settings_for`), shown for every CosyVoice generation and hidden where a backend has no
-switch, and a pick reloads the model through `set_load_options` with a message in the browser's language."""
+"""The options' precision radio: Stock / Fast / Extra fast with a line that says in plain words what each costs
+and changes (the measured numbers; the jargon is the README's), set to the mode in effect (the default "auto" shown
+as Fast on a CPU, Stock on a GPU), shown for every CosyVoice generation and hidden where a backend has no switch,
+and a pick reloads the model through `set_load_options` with a message in the browser's language."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from cosyvoice_ui.cosyvoice.precision import PRECISIONS, settings_for
+from cosyvoice_ui.cosyvoice.precision import PRECISIONS
 from cosyvoice_ui.serving.backends import describe
 from cosyvoice_ui.serving.manager import ModelManager
 from cosyvoice_ui.settings import LoadOptions, Settings
@@ -19,10 +20,11 @@ from cosyvoice_ui.ui import strings
 gr = pytest.importorskip("gradio")
 
 
-def manager_for(info, precision: str = "stock") -> ModelManager:
+def manager_for(info, precision: str = "stock", device: str = "auto") -> ModelManager:
     engine = FakeEngine()
     return ModelManager("fake", loader=lambda model_id, options, progress: engine, idle_unload_s=0,
-                        describe_model=lambda model_id: info, load_options=LoadOptions(precision=precision))
+                        describe_model=lambda model_id: info,
+                        load_options=LoadOptions(precision=precision, device=device))
 
 
 def build(manager: ModelManager, tmp_path: Path):
@@ -53,15 +55,27 @@ def test_the_radio_offers_every_mode_with_its_label_and_help(tmp_path: Path) -> 
     assert radio.info.key == "precision_info"
 
 
-def test_the_help_line_names_the_fast_step_count_in_both_languages() -> None:
-    steps = settings_for("fast").n_timesteps
-    en, zh = strings.filled(strings.LABELS_EN)["precision_info"], strings.filled(strings.LABELS_ZH)["precision_info"]
-    assert f"fewer diffusion steps ({steps})" in en and f"（{steps} 步）" in zh
-    for words in ("upstream's numbers", "int8 LLM", "bf16", "shorter flow prompt", "a quarter",
-                  "classifier-free guidance", "4-bit LLM", "opt-in"):
-        assert words in en, words
-    assert "无分类器引导" in zh and "{" not in en + zh
-    t = strings.i18n()  # the table the page is built with has the number in place
+@pytest.mark.parametrize(("device", "shown"), [("cpu", "fast"), ("cuda", "stock")])
+def test_the_default_shows_the_mode_it_resolves_to(tmp_path: Path, device: str, shown: str) -> None:
+    manager = manager_for(FakeEngine(precision=Precision()).info, "auto", device)
+    assert radio_of(build(manager, tmp_path)).value == shown  # never "auto", which is no choice of the radio
+
+
+def test_the_help_line_explains_each_mode_in_plain_words_in_both_languages() -> None:
+    en, zh = strings.LABELS_EN["precision_info"], strings.LABELS_ZH["precision_info"]
+    # One sentence per mode, in the radio's order, each with what it costs or changes
+    starts = [en.index(f"{strings.LABELS_EN[k]}: ") for k in ("precision_stock", "precision_fast",
+                                                               "precision_extra_fast")]
+    assert starts == sorted(starts) and starts[0] == 0
+    assert "reference numbers" in en and "3.5-7× faster on a CPU" in en and "than picking another seed" in en
+    assert "the default on a CPU" in en and "the default on a GPU" in en and "third less time than Fast" in en
+    zh_starts = [zh.index(f"{strings.LABELS_ZH[k]}：") for k in ("precision_stock", "precision_fast",
+                                                               "precision_extra_fast")]
+    assert zh_starts == sorted(zh_starts) and zh_starts[0] == 0
+    assert "3.5–7 倍" in zh and "随机种子" in zh and "CPU 上默认使用" in zh and "GPU 上默认使用" in zh
+    for jargon in ("int8", "int4", "bf16", "4-bit", "LLM", "CFG", "guidance", "flow", "vocoder", "diffusion"):
+        assert jargon.lower() not in (en + zh).lower(), jargon  # the jargon lives in the README
+    t = strings.i18n()  # the table the page is built with carries the same lines
     assert t.translations["en"]["precision_info"] == en and t.translations["zh-CN"]["precision_info"] == zh
 
 

@@ -68,11 +68,12 @@ LABELS: dict[str, str] = {
     "precision_stock": "Stock",
     "precision_fast": "Fast",
     "precision_extra_fast": "Extra fast",
-    "precision_info": "Stock: upstream's numbers. Fast: int8 LLM, int8 or bf16 flow and a bf16 vocoder where the "
-                      "CPU allows, fewer diffusion steps ({fast_steps}), a shorter flow prompt; a small, measured "
-                      "change (under a quarter of the difference between two random seeds), 3-4x faster on a CPU. "
-                      "Extra fast: fast without the flow's classifier-free guidance and with a 4-bit LLM; about a "
-                      "third faster again, a bigger change to the sound (opt-in).",
+    # One plain sentence per mode; the measurements behind them (and the jargon) are in the README's precision part.
+    "precision_info": "Stock: the reference numbers; the default on a GPU, the slowest on a CPU. "
+                      "Fast: 3.5-7× faster on a CPU, and it changes the sound far less than picking another seed "
+                      "does (under a tenth as much); the default on a CPU. "
+                      "Extra fast: up to a third less time than Fast, but a bigger change to the voice; pick it only "
+                      "if Fast is too slow.",
     "options": "Output options",
     "examples": "Examples (click one, then Generate)",
     "try_example": "Try an example voice",

@@ -68,10 +68,9 @@ LABELS: dict[str, str] = {
     "precision_stock": "标准",
     "precision_fast": "快速",
     "precision_extra_fast": "极速",
-    "precision_info": "标准：与官方实现的数值一致。快速：int8 LLM，flow 用 int8 或 bf16、声码器用 bf16（视 CPU 而定），"
-                      "更少扩散步数（{fast_steps} 步），更短的 flow 提示；改变很小且经过测量（不到两个随机种子之间差异的"
-                      "四分之一），CPU 上快 3-4 倍。极速：在快速基础上去掉 flow 的无分类器引导并使用 4 位 LLM；"
-                      "再快约三分之一，对声音的改变更大（需主动选择）。",
+    "precision_info": "标准：与官方实现的数值一致；GPU 上默认使用，在 CPU 上最慢。"
+                      "快速：CPU 上快 3.5–7 倍，对声音的改变远小于换一个随机种子（不到其十分之一）；CPU 上默认使用。"
+                      "极速：比快速最多再省三分之一的时间，但声音变化更大；只在快速仍嫌慢时选用。",
     "options": "输出选项",
     "examples": "示例（点击后再点生成）",
     "try_example": "试用示例声音",
