@@ -314,7 +314,11 @@ class ModelManager:
             self._running += 1
             self._cond.notify_all()
         try:
-            yield self.engine(progress)
+            engine = self.engine(progress)
+            # a job whose client left while it waited or while the model loaded gives its slot back now
+            if cancel is not None and cancel.is_set():
+                raise Cancelled("the job was stopped before it started")
+            yield engine
         finally:
             with self._cond:
                 self._running -= 1

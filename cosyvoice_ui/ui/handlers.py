@@ -31,12 +31,13 @@ from ..serving.subtitles import SUBTITLE_FORMATS, Cue, render
 from ..types import Mode, ProgressEvent, SynthesisRequest
 from . import strings
 from .events import event_text
-from .markup import plain_html
+from .markup import plain_html, refusal
 
 log = logging.getLogger(__name__)
 
 HISTORY_LIMIT = 20
 CHECKED_KEPT = 64  # validated jobs waiting for their run (one per click in flight)
+CLOSED_KEPT = 1024  # closed pages remembered (a job asked for just before its page closed must not start)
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,7 @@ class Handlers:
         self.resolver = speech.resolver
         self.glossaries = speech.glossaries
         self._stops: dict[str, threading.Event] = {}
+        self._closed: OrderedDict[str, None] = OrderedDict()  # sessions whose page was closed (newest last)
         self._checked: OrderedDict[str, SpeechJob] = OrderedDict()  # the validator's jobs, for the run after it
         self._lock = threading.Lock()
 
@@ -144,6 +146,8 @@ class Handlers:
     def stop_flag(self, session: str) -> threading.Event:
         with self._lock:
             flag = threading.Event()
+            if session in self._closed:  # the page left before its job started (while it was being prepared)
+                flag.set()
             self._stops[session] = flag
             return flag
 
@@ -151,11 +155,30 @@ class Handlers:
         """A fresh stop flag for the browser session of `request` (a gr.Request); Stop sets it."""
         return self.stop_flag(_session(request))
 
-    def stop(self, request=None) -> None:
+    def stop(self, request=None) -> bool:
+        """Stop the running job of the session of `request`; False when it has none."""
         with self._lock:
             flag = self._stops.get(_session(request))
-        if flag is not None:
-            flag.set()
+        if flag is None or flag.is_set():
+            return False
+        flag.set()
+        return True
+
+    def forget_flag(self, request, flag: threading.Event) -> None:
+        """The job that held `flag` has ended."""
+        with self._lock:
+            if self._stops.get(_session(request)) is flag:
+                del self._stops[_session(request)]
+
+    def page_closed(self, request=None) -> None:
+        """The browser page of `request` is gone: its job stops in whatever phase it is (queued, loading the
+        model, rendering) and a job it had asked for but not yet started never runs."""
+        session = _session(request)
+        with self._lock:
+            self._closed[session] = None
+            while len(self._closed) > CLOSED_KEPT:
+                self._closed.popitem(last=False)
+        self.stop(request)
 
     # --- synthesis ---------------------------------------------------------------------------------------
 
@@ -181,39 +204,45 @@ class Handlers:
         try:
             job = job or self.prepare(request, options)
         except InvalidRequest as exc:
-            raise gr.Error(plain_html(strings.message(exc, lang))) from None
+            raise refusal(strings.message(exc, lang), exc) from None
         cancel = self.cancel_flag(http_request)
-        first_reasons: dict[int, list[str]] = {}  # segment → why its first take was refused
-        report = progress_adapter(progress, lang, first_reasons)
-        started = time.perf_counter()
-        gain: float | None = None
-        skip = gr.skip()
         try:
-            live = self.speech.start(job, progress=report, cancel=cancel)
-            rate = live.sample_rate
-            for chunk in live.chunks():
-                if job.request.stream:
-                    if job.loudness is not None and gain is None:
-                        gain = audio_utils.stream_gain(chunk.samples, rate)
-                    out = chunk.samples * gain if gain else chunk.samples
-                    yield (rate, np.clip(out, -1, 1)), skip, skip, skip, skip, skip
-            result = live.result()
-        except CosyVoiceError as exc:
-            raise gr.Error(plain_html(failure_text(exc, lang))) from None
-        wave = result.samples
-        path = self._save(wave, rate, options.fmt)
-        subtitles = [str(p) for p in write_subtitles(path, list(result.cues))] or None
-        elapsed = time.perf_counter() - started
-        info = (strings.label("result_info", lang).format(seconds=result.seconds, seed=result.seed, elapsed=elapsed)
-                + (strings.label("result_rtf", lang).format(rtf=elapsed / result.seconds) if result.seconds else ""))
-        entry = {"id": uuid.uuid4().hex[:8], "time": time.strftime("%H:%M:%S"), "mode": request.mode.value,
-                 "text": job.original_text[:200], "voice": (meta or {}).get("voice", request.speaker or ""),
-                 "seed": result.seed, "speed": request.speed, "file": str(path), "subtitles": subtitles or [],
-                 "request": (meta or {})}
-        new_history = ([entry] + list(history or []))[:HISTORY_LIMIT]
-        audio_out = skip if job.request.stream else (rate, wave)
-        yield (audio_out, str(path), subtitles, info,
-               take_summary(list(result.takes), job.policy is not None, lang, first_reasons), new_history)
+            first_reasons: dict[int, list[str]] = {}  # segment → why its first take was refused
+            report = progress_adapter(progress, lang, first_reasons)
+            started = time.perf_counter()
+            gain: float | None = None
+            skip = gr.skip()
+            try:
+                live = self.speech.start(job, progress=report, cancel=cancel)
+                rate = live.sample_rate
+                for chunk in live.chunks():
+                    if job.request.stream:
+                        if job.loudness is not None and gain is None:
+                            gain = audio_utils.stream_gain(chunk.samples, rate)
+                        out = chunk.samples * gain if gain else chunk.samples
+                        yield (rate, np.clip(out, -1, 1)), skip, skip, skip, skip, skip
+                result = live.result()
+            except Cancelled:  # Stop (or the page closed): a state, not an error; the last result stays
+                yield skip, skip, skip, plain_html(strings.label("stopped", lang)), "", skip
+                return
+            except CosyVoiceError as exc:
+                raise refusal(failure_text(exc, lang), exc) from None
+            wave = result.samples
+            path = self._save(wave, rate, options.fmt)
+            subtitles = [str(p) for p in write_subtitles(path, list(result.cues))] or None
+            elapsed = time.perf_counter() - started
+            info = (strings.label("result_info", lang).format(seconds=result.seconds, seed=result.seed, elapsed=elapsed)
+                    + (strings.label("result_rtf", lang).format(rtf=elapsed / result.seconds) if result.seconds else ""))
+            entry = {"id": uuid.uuid4().hex[:8], "time": time.strftime("%H:%M:%S"), "mode": request.mode.value,
+                     "text": job.original_text[:200], "voice": (meta or {}).get("voice", request.speaker or ""),
+                     "seed": result.seed, "speed": request.speed, "file": str(path), "subtitles": subtitles or [],
+                     "request": (meta or {})}
+            new_history = ([entry] + list(history or []))[:HISTORY_LIMIT]
+            audio_out = skip if job.request.stream else (rate, wave)
+            yield (audio_out, str(path), subtitles, info,
+                   take_summary(list(result.takes), job.policy is not None, lang, first_reasons), new_history)
+        finally:  # Stop now finds no running job in this session
+            self.forget_flag(http_request, cancel)
 
     def _save(self, wave: np.ndarray, rate: int, fmt: str) -> Path:
         path = self.output_dir / f"{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}.{fmt}"

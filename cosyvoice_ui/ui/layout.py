@@ -19,11 +19,12 @@ from .handlers import Handlers
 from .model_panel import build_model_panel
 from .notices import build_notices
 from .options import build_options
-from .page import Page
+from .page import Page, opening_tab
 from .saved_voices import SavedVoices
 from .studio.book_tab import build_book
 from .studio.script_tab import build_script
 from .tabs.clone import build_clone
+from .tabs.controls import wire_page_close
 from .tabs.convert import build_convert
 from .tabs.cross import build_cross
 from .tabs.glossary import build_glossary
@@ -50,11 +51,11 @@ def build_ui(manager: ModelManager, settings: Settings, output_dir: Path | None 
     handlers = Handlers(manager, settings, output_dir or Path("outputs"), voices=voices, speech=service.speech)
     with gr.Blocks(title="CosyVoice Studio", fill_width=True) as demo:
         notices = build_notices(manager, settings, t, share)
-        panel = build_model_panel(manager, settings, t, page=demo)
+        panel = build_model_panel(manager, settings, t, page=demo, header=notices.header)
         notices.wire(panel)
         page = Page(manager, settings, handlers, t, ensure_ffmpeg(), build_options(manager, t, settings),
                     SavedVoices(voices, t))
-        with gr.Tabs():
+        with gr.Tabs(selected=opening_tab(manager.info())):
             clone = build_clone(page)
             cross = build_cross(page)
             preset = build_preset(page)
@@ -84,6 +85,7 @@ def build_ui(manager: ModelManager, settings: Settings, output_dir: Path | None 
         demo.load(adapt, **fit)
         demo.load(None, js="() => navigator.language || 'en'", outputs=page.options.lang, api_visibility="private")
 
+        wire_page_close(demo, handlers)
         # The public API ("Use via API", gradio_client) and the MCP tools: API-only endpoints.
         add_endpoints(service, handlers.output_dir)
 

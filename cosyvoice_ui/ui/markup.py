@@ -10,6 +10,9 @@ so the text cannot start a heading, a list or a new paragraph either. `MARKDOWN_
 from __future__ import annotations
 
 import html
+import logging
+
+log = logging.getLogger(__name__)
 
 _ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;", ":": "&#58;", "@": "&#64;", '"': "&quot;"}
 _BACKSLASHED = "\\`*_{}[]()#+-.!|~$=^"
@@ -25,3 +28,13 @@ def plain(text: object) -> str:
 def plain_html(text: object) -> str:
     """`text` escaped for an HTML context (a gr.Error modal, gr.HTML): entities only, no backslashes."""
     return html.escape(str(text if text is not None else ""), quote=False)  # text content, not an attribute
+
+
+def refusal(text: str, reason: object = None):
+    """A `gr.Error` for an ordinary refusal (a bad input, a stopped or failed job): the user reads `text`; the log
+    gets one line with the reason's code, not a traceback. Raise it: `raise refusal(...) from None`."""
+    import gradio as gr
+
+    code = reason if isinstance(reason, str) else getattr(reason, "code", None) or type(reason).__name__
+    log.info("refused in the UI: %s", code)
+    return gr.Error(plain_html(text), print_exception=False)

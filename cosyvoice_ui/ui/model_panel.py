@@ -17,7 +17,7 @@ from ..settings import Settings
 from ..types import ProgressEvent
 from . import strings
 from .events import event_text
-from .markup import plain_html
+from .markup import plain, refusal
 
 log = logging.getLogger(__name__)
 
@@ -62,8 +62,32 @@ def state_markdown(manager: ModelManager, lang: str = "en") -> str:
     return text + (f"\n\n{strings.prefixed('state_failed', error, lang)}" if s.error else "")
 
 
-def build_model_panel(manager: ModelManager, settings: Settings, t, page=None) -> ModelPanel:
-    """The panel; with `page` (the gr.Blocks) its state line is written in the browser's language on load."""
+def header_markdown(manager: ModelManager, lang: str = "en") -> str:
+    """The header's line: which model answers Generate and whether it is ready, loading or waiting for its first
+    job (and, once loaded, its precision mode)."""
+    s = manager.status()
+    name_key = strings.name_key(s)
+    model = strings.label(name_key, lang) if name_key else s.model
+    parts = [strings.label("header_model", lang).format(model=plain(model))]
+    if s.state == "loaded":
+        parts.append(strings.label("header_ready", lang))
+        info = manager.info()
+        mode = getattr(getattr(info, "precision", None), "mode", None)
+        if mode and f"precision_{mode.replace('-', '_')}" in strings.LABELS_EN:
+            precision = strings.label(f"precision_{mode.replace('-', '_')}", lang)
+            parts.append(strings.label("header_precision", lang).format(precision=precision))
+    elif s.state == "loading":
+        parts.append(strings.label("header_loading", lang).format(percent=s.load_fraction * 100))
+    elif s.state == "error":
+        parts.append(strings.label("header_error", lang))
+    else:
+        parts.append(strings.label("header_waiting", lang))
+    return " · ".join(parts)
+
+
+def build_model_panel(manager: ModelManager, settings: Settings, t, page=None, header=None) -> ModelPanel:
+    """The panel; with `page` (the gr.Blocks) its state line is written in the browser's language on load.
+    `header`: the page header's model line (`header_markdown`), kept current with the panel's state."""
     import gradio as gr
 
     from ..serving.backends import download_model, downloadable_models
@@ -110,7 +134,7 @@ def build_model_panel(manager: ModelManager, settings: Settings, t, page=None) -
         try:
             manager.engine(lambda e: progress(e.fraction, desc=event_text(e, lang)))
         except CosyVoiceError as exc:
-            raise gr.Error(plain_html(strings.prefixed("load_failed", exc, lang))) from None
+            raise refusal(strings.prefixed("load_failed", exc, lang), exc) from None
         return state_markdown(manager, lang)
 
     def on_unload(request: gr.Request):
@@ -134,14 +158,18 @@ def build_model_panel(manager: ModelManager, settings: Settings, t, page=None) -
         return gr.update(choices=choices(), value=key_of(str(path))), state_markdown(manager, lang)
 
     def refresh_state(request: gr.Request):
-        return state_markdown(manager, _lang(request))
+        lang = _lang(request)
+        return (state_markdown(manager, lang), header_markdown(manager, lang)) if header is not None \
+            else state_markdown(manager, lang)
+
+    watched = [state, header] if header is not None else state
 
     changed = model.change(on_select, inputs=model, outputs=state, api_visibility="private")
     refresh.click(lambda: gr.update(choices=choices()), outputs=model, queue=False, api_visibility="private")
     load.click(on_load, outputs=state, api_visibility="private")
     unload.click(on_unload, outputs=state, queue=False, api_visibility="private")
     fetch.click(on_download, inputs=catalogue, outputs=[model, state], api_visibility="private")
-    timer.tick(refresh_state, outputs=state, queue=False, api_visibility="private")
+    timer.tick(refresh_state, outputs=watched, queue=False, api_visibility="private")
     if page is not None:
-        page.load(refresh_state, outputs=state, queue=False, api_visibility="private")
+        page.load(refresh_state, outputs=watched, queue=False, api_visibility="private")
     return ModelPanel(changed=changed, model=model, state=state, download=on_download)

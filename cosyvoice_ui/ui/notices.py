@@ -17,6 +17,7 @@ class Notices:
     notes: object
     get_model: object  # downloads the recommended model (`known_models`; wired to the model panel by `wire`)
     t: object
+    header: object = None  # which model answers Generate, and its state (kept current by the model panel)
 
     def adapt(self, info: EngineInfo | None, data: dict) -> dict:
         import gradio as gr
@@ -47,6 +48,7 @@ def build_notices(manager: ModelManager, settings: Settings, t, share=None) -> N
     info = manager.info()
     gr.Markdown(t("title"), elem_id="title")
     gr.Markdown(t("subtitle"))
+    header = gr.Markdown(elem_id="model-header")  # filled in the browser's language on load (model_panel)
     gr.Markdown(t("public_warning"), visible=settings.is_public and not settings.auth, elem_id="public-warning")
     gr.Markdown(t("no_model"), visible=nothing_installed(manager, info), elem_id="no-model")
     # Text and button share a line where both fit (text >= 300 px, button >= 220 px); on a phone the
@@ -57,7 +59,7 @@ def build_notices(manager: ModelManager, settings: Settings, t, share=None) -> N
         get_model = gr.Button(t("get_cosyvoice"), size="sm", scale=1, min_width=220, elem_id="get-cosyvoice")
     if share is not None and settings.share:
         _share_status(share, t)
-    return Notices(notes_row, notes, get_model, t)
+    return Notices(notes_row, notes, get_model, t, header)
 
 
 def _share_status(share, t) -> None:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from ..serving.manager import ModelManager
 from ..settings import Settings
-from ..types import EngineInfo
+from ..types import EngineInfo, Mode
 from .handlers import Handlers
 from .options import Options
 from .saved_voices import SavedVoices
@@ -37,3 +37,11 @@ class Page:
 def approximate(info: EngineInfo | None) -> bool:
     """Backends that only approximate a prompt's voice offer a quick/refine switch."""
     return bool(info and info.voice_match == "approximate")
+
+
+def opening_tab(info: EngineInfo | None) -> str:
+    """The tab the page opens on: the clone tab, unless the model cannot really clone (the offline default voice):
+    then the preset tab, where a text and one click speak."""
+    if info is not None and (approximate(info) or Mode.ZERO_SHOT not in info.modes):
+        return "sft"
+    return "clone"

@@ -8,7 +8,7 @@ from ..serving.voice_service import save_voice
 from . import strings
 from .options import Options
 from .requests import prompt_from_file
-from .markup import plain_html
+from .markup import refusal
 
 
 class SavedVoices:
@@ -48,7 +48,7 @@ class SavedVoices:
             lang = options.language(data)
             label = (data[name] or "").strip()
             if not label:
-                raise gr.Error(strings.label("voice_name_missing", lang))
+                raise refusal(strings.label("voice_name_missing", lang), "voice_name_missing")
             try:
                 audio = prompt_from_file(data[prompt])
                 if audio is None:
@@ -56,7 +56,7 @@ class SavedVoices:
                                          "(3-30 seconds of clear speech)", what="prompt audio")
                 voice, _ = save_voice(manager, self.library, label, audio, data[transcript] or "")
             except InvalidRequest as exc:
-                raise gr.Error(plain_html(strings.message(exc, lang))) from None
+                raise refusal(strings.message(exc, lang), exc) from None
             gr.Info(strings.label("voice_saved", lang).format(name=voice.name))
             return [gr.update(choices=self.choices(), value=voice.id if d is select else None) for d in dropdowns]
 

@@ -82,6 +82,7 @@ def create_app(settings: Settings, manager: ModelManager | None = None, share: S
     import gradio as gr
     from fastapi import FastAPI
 
+    from ..ui.assets import page_css, page_js
     from ..ui.layout import build_ui
     from ..ui.strings import i18n
 
@@ -115,7 +116,7 @@ def create_app(settings: Settings, manager: ModelManager | None = None, share: S
     app = gr.mount_gradio_app(app, demo, path="/", auth=auth, auth_message=hint, i18n=i18n(),
                               allowed_paths=served, blocked_paths=blocked,
                               max_file_size=f"{int(settings.max_upload_mb)}mb", footer_links=["api", "settings"],
-                              mcp_server=settings.mcp)
+                              mcp_server=settings.mcp, css=page_css(), js=page_js())
     # Only launch() sets this; while it is False, Gradio skips its check that a file an event receives was
     # uploaded to it, so a crafted request could make the app read any file on the server as "audio".
     demo.has_launched = True

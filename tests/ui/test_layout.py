@@ -96,10 +96,13 @@ def test_the_validator_marks_the_widget_the_error_is_about(app, lang: str) -> No
 
 def test_a_generate_event_runs_its_dict_through_the_handlers(app, engine: FakeEngine) -> None:
     fn = _preset_run(app)
-    *_, (audio, path, _subtitles, info, _takes, history) = fn.fn(
+    *_, (audio, download, subtitles, info, _takes, history) = fn.fn(
         _values(fn, speaker="B", text="one two three", seed=5), None, None)
     rate, wave = audio
-    assert rate == engine.info.sample_rate and len(wave) > 0 and Path(path).is_file()
+    # the download box appears with its file; the subtitle box only with cues in it
+    assert download["visible"] is True and Path(download["value"]).is_file()
+    assert subtitles["visible"] is bool(subtitles["value"])
+    assert rate == engine.info.sample_rate and len(wave) > 0
     assert history[0]["voice"] == "B" and history[0]["seed"] == 5 and "seed 5" in info
 
 

@@ -17,7 +17,7 @@ from ...types import ProgressEvent
 from .. import strings
 from ..events import event_text
 from ..handlers import failure_text
-from ..markup import plain, plain_html
+from ..markup import plain, refusal
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ def error_text(exc: Exception, lang: str) -> str:
 def raise_shown(exc: Exception, lang: str):
     import gradio as gr
 
-    raise gr.Error(plain_html(error_text(exc, lang))) from None  # the modal renders HTML; this is text
+    raise refusal(error_text(exc, lang), exc) from None  # the modal renders HTML; this is text
 
 
 def guarded(lang: str, work: Callable[[], object]) -> object:

@@ -30,10 +30,13 @@ class CloneTab:
     save: object
     controls: Controls
 
+    offline_note: object = None  # "the offline voice cannot clone": what it does here instead
+
     def adapt(self, info: EngineInfo | None, data: dict) -> dict:
         import gradio as gr
 
-        return {self.match: gr.update(visible=approximate(info))}
+        return {self.match: gr.update(visible=approximate(info)),
+                self.offline_note: gr.update(visible=approximate(info))}
 
 
 def build_clone(page: Page) -> CloneTab:
@@ -41,6 +44,8 @@ def build_clone(page: Page) -> CloneTab:
 
     t = page.t
     with gr.Tab(t("tab_clone"), id="clone"):
+        offline_note = gr.Markdown(t("clone_offline_note"), visible=approximate(page.manager.info()),
+                                   elem_classes=["clone-offline-note"])
         prompt = gr.Audio(sources=["upload", "microphone"], type="filepath", label=t("prompt_audio"))
         example = gr.Button(t("try_example"), size="sm", visible=example_available())
         saved = page.saved.dropdown()
@@ -72,7 +77,7 @@ def build_clone(page: Page) -> CloneTab:
                            api_visibility="private")
     wire_generate(page, controls, {"prompt": prompt, "saved": saved, "prompt_text": transcript, "text": text,
                                    "voice_match": match}, clone_meta, trigger=filled)
-    return CloneTab(prompt, saved, match, transcript, text, voice_name, save, controls)
+    return CloneTab(prompt, saved, match, transcript, text, voice_name, save, controls, offline_note)
 
 
 def example_labels(lang: str) -> list[str]:

@@ -15,7 +15,7 @@ from ...errors import InvalidRequest
 from .. import strings
 from ..page import Page
 from ..requests import field_of, request_from_meta
-from ..markup import plain_html
+from ..markup import plain_html, refusal
 
 
 @dataclass(frozen=True)
@@ -30,34 +30,57 @@ class Controls:
     info: object
     subtitles: object = None  # the result's SRT and VTT files
     takes: object = None  # one line: how the bad-take checks went
+    alert: object = None  # beside Generate: the click's refusal, copied there from its field (page.js)
 
     @property
     def outputs(self) -> list:
-        """What `Handlers.generate` fills, in its order (the history state comes after)."""
-        return [self.audio, self.file, self.subtitles, self.info, self.takes]
+        """What `Handlers.generate` fills, in its order (the history state comes after); a tab without subtitle
+        files leaves them out (`wire_generate` drops that value)."""
+        return [c for c in (self.audio, self.file, self.subtitles, self.info, self.takes) if c is not None]
 
 
-def build_controls(page: Page) -> Controls:
+# Where a refusal is shown beside Generate: page.js copies the field's message into it (role=alert reads it out).
+ALERT_HTML = '<div class="job-alert" role="alert" aria-live="assertive" hidden></div>'
+
+
+def build_controls(page: Page, subtitles: bool = True) -> Controls:
+    """`subtitles`: the tab's results have a text to time (voice conversion's do not: no subtitle files)."""
     import gradio as gr
 
     t = page.t
     with gr.Row():
         speed = gr.Slider(0.5, 2.0, value=1.0, step=0.05, label=t("speed"))
         seed = gr.Number(value=0, precision=0, minimum=0, label=t("seed"), scale=1)
-        dice = gr.Button(t("dice"), scale=0, min_width=60)
+        dice = gr.Button(t("dice"), scale=0, min_width=110, size="sm")
         stream = gr.Checkbox(value=False, label=t("stream"), visible=page.can_stream)
-    with gr.Row():
-        generate = gr.Button(t("generate"), variant="primary")
-        stop = gr.Button(t("stop"), variant="stop")
+    alert = gr.HTML(ALERT_HTML, padding=False, elem_classes=["job-alert-box"])
+    with gr.Row(elem_classes=["job-buttons"]):
+        generate = gr.Button(t("generate"), variant="primary", scale=3, min_width=160, elem_classes=["job-generate"])
+        # Secondary until a job runs (page.css turns it red while the tab's result is being made).
+        stop = gr.Button(t("stop"), variant="secondary", scale=1, min_width=90, elem_classes=["job-stop"])
     audio = gr.Audio(label=t("output"), streaming=True, autoplay=True, interactive=False, elem_classes=["result"])
     takes = gr.Markdown(elem_classes=["take-info"])
+    # Empty download boxes look like upload areas: they appear once there is a file to download.
     with gr.Row():
-        file = gr.File(label=t("download_file"), interactive=False, elem_classes=["result-file"])
-        subtitles = gr.File(label=t("download_subtitles"), file_count="multiple", interactive=False,
-                            elem_classes=["result-subtitles"])
-    info = gr.Markdown()
+        file = gr.File(label=t("download_file"), interactive=False, visible=False, elem_classes=["result-file"])
+        subtitle_files = gr.File(label=t("download_subtitles"), file_count="multiple", interactive=False,
+                                 visible=False, elem_classes=["result-subtitles"]) if subtitles else None
+    info = gr.Markdown(elem_classes=["result-info"])
     dice.click(lambda: random.randint(1, 100_000_000), outputs=seed, queue=False, api_visibility="private")
-    return Controls(speed, seed, stream, generate, stop, audio, file, info, subtitles, takes)
+    return Controls(speed, seed, stream, generate, stop, audio, file, info, subtitle_files, takes, alert)
+
+
+def shown(values: tuple, subtitles: bool) -> tuple:
+    """`Handlers.generate`'s values for a tab: the download boxes made visible with their files (hidden when
+    there are none), and the subtitle files left out on a tab without them."""
+    import gradio as gr
+
+    audio, path, cues, *rest = values
+    if isinstance(path, str):
+        path = gr.update(value=path, visible=True)
+    if isinstance(cues, list) or cues is None:
+        cues = gr.update(value=cues, visible=bool(cues))
+    return (audio, path, cues, *rest) if subtitles else (audio, path, *rest)
 
 
 def click_key(data: dict) -> str:
@@ -88,9 +111,10 @@ def wire_generate(page: Page, controls: Controls, fields: dict, make_meta: Calla
         try:
             meta, req = request_of(data)
         except InvalidRequest as exc:  # an unreadable upload, when no validator ran first (a trigger)
-            raise gr.Error(plain_html(strings.message(exc, lang))) from None
-        yield from handlers.generate(req, options.output(data), options.past(data), request, progress, meta, lang,
-                                     job=handlers.checked(click_key(data)))
+            raise refusal(strings.message(exc, lang), exc) from None
+        for values in handlers.generate(req, options.output(data), options.past(data), request, progress, meta, lang,
+                                        job=handlers.checked(click_key(data))):
+            yield shown(values, controls.subtitles is not None)
 
     def validate(data: dict):
         verdicts = {component: gr.validate(True, "") for component in inputs}
@@ -101,8 +125,11 @@ def wire_generate(page: Page, controls: Controls, fields: dict, make_meta: Calla
             verdicts[target] = gr.validate(False, strings.message(exc, options.language(data)))
         return verdicts
 
-    def stop(request: gr.Request) -> None:
-        handlers.stop(request)
+    def stop(data: dict, request: gr.Request):
+        # Stop is a state: the run is cancelled below, and its line says "Stopped" (nothing when none ran)
+        if not handlers.stop(request):
+            return gr.skip(), gr.skip()
+        return plain_html(strings.label("stopped", options.language(data))), ""
 
     # Private: the tab events carry browser state (history, language); the public API is api_tools.py.
     shared = dict(outputs=controls.outputs + [options.history], concurrency_limit=page.settings.concurrency,
@@ -110,4 +137,15 @@ def wire_generate(page: Page, controls: Controls, fields: dict, make_meta: Calla
     cancels = [controls.generate.click(run, inputs=inputs, validator=validate, **shared)]
     if trigger is not None:  # Stop also ends the filling (an example may be recording)
         cancels += [trigger, trigger.success(run, inputs=inputs, **shared)]
-    controls.stop.click(stop, cancels=cancels, queue=False, api_visibility="private")
+    controls.stop.click(stop, inputs={options.lang}, outputs=[controls.info, controls.takes], cancels=cancels,
+                        queue=False, show_progress="hidden", api_visibility="private")
+
+
+def wire_page_close(demo, handlers) -> None:
+    """Closing (or reloading) the page stops its job in every phase, so a tab left behind does not hold the queue."""
+    import gradio as gr
+
+    def closed(request: gr.Request) -> None:
+        handlers.page_closed(request)
+
+    demo.unload(closed)

@@ -12,7 +12,7 @@ from ..handlers import failure_text, progress_adapter
 from ..page import Page
 from ..requests import vc_meta
 from .controls import Controls, build_controls, wire_generate
-from ..markup import plain_html
+from ..markup import refusal
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,7 @@ def build_convert(page: Page) -> ConvertTab:
         target = gr.Audio(sources=["upload", "microphone"], type="filepath", label=t("target_audio"))
         saved = page.saved.dropdown()
         example = gr.Button(t("try_example_vc"), size="sm", visible=source_available(page.manager.info(), folder))
-        controls = build_controls(page)
+        controls = build_controls(page, subtitles=False)
 
     def fill_example(data: dict, request: gr.Request, progress=gr.Progress()):
         """The speech to convert (recorded through the model queue on first use) and the example voice."""
@@ -48,9 +48,9 @@ def build_convert(page: Page) -> ConvertTab:
             spoken = example_source(folder, page.manager, progress_adapter(progress, lang),
                                     page.handlers.cancel_flag(request))
         except CosyVoiceError as exc:
-            raise gr.Error(plain_html(failure_text(exc, lang))) from None
+            raise refusal(failure_text(exc, lang), exc) from None
         if spoken is None:
-            raise gr.Error(strings.label("example_unavailable", lang))
+            raise refusal(strings.label("example_unavailable", lang), "example_unavailable")
         voice, _ = example_voice(folder)
         return spoken, voice, ""
 

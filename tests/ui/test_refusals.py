@@ -1,0 +1,37 @@
+"""An ordinary refusal in the UI is a message for the user and one log line, never a traceback."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import gradio as gr
+import pytest
+
+from cosyvoice_ui.errors import InvalidRequest
+from cosyvoice_ui.serving.manager import ModelManager
+from cosyvoice_ui.settings import Settings
+from cosyvoice_ui.testing.fakes import FakeEngine
+from cosyvoice_ui.types import Mode, SynthesisRequest
+from cosyvoice_ui.ui.handlers import Handlers, OutputOptions
+from cosyvoice_ui.ui.markup import refusal
+
+
+def test_a_refusal_is_escaped_text_and_one_log_line(caplog) -> None:
+    with caplog.at_level(logging.INFO, logger="cosyvoice_ui.ui.markup"):
+        error = refusal("Text <b>empty</b>", InvalidRequest("text_empty", "the text is empty"))
+    assert isinstance(error, gr.Error) and error.print_exception is False
+    assert error.message == "Text &lt;b&gt;empty&lt;/b&gt;"
+    assert [r.getMessage() for r in caplog.records] == ["refused in the UI: text_empty"]
+    assert all(r.exc_info is None for r in caplog.records)
+
+
+def test_a_bad_request_from_a_tab_is_refused_without_a_traceback(tmp_path: Path, caplog) -> None:
+    engine = FakeEngine()
+    manager = ModelManager("fake", loader=lambda *_: engine, idle_unload_s=0, describe_model=lambda _: engine.info)
+    handlers = Handlers(manager, Settings(glossary_dir=tmp_path / "g"), tmp_path / "out")
+    with caplog.at_level(logging.INFO), pytest.raises(gr.Error) as refused:
+        list(handlers.generate(SynthesisRequest(Mode.SFT, text="   ", speaker="A"), OutputOptions(), [], None, None))
+    assert refused.value.print_exception is False
+    assert "empty" in refused.value.message
+    assert not any(r.exc_info for r in caplog.records)
