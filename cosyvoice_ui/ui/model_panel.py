@@ -169,7 +169,9 @@ def build_model_panel(manager: ModelManager, settings: Settings, t, page=None, h
     load.click(on_load, outputs=state, api_visibility="private")
     unload.click(on_unload, outputs=state, queue=False, api_visibility="private")
     fetch.click(on_download, inputs=catalogue, outputs=[model, state], api_visibility="private")
-    timer.tick(refresh_state, outputs=watched, queue=False, api_visibility="private")
+    # no progress overlay: a line that refreshes itself would otherwise flash its timer ("0.4s") every tick
+    quiet = dict(queue=False, show_progress="hidden", api_visibility="private")
+    timer.tick(refresh_state, outputs=watched, **quiet)
     if page is not None:
-        page.load(refresh_state, outputs=watched, queue=False, api_visibility="private")
+        page.load(refresh_state, outputs=watched, **quiet)
     return ModelPanel(changed=changed, model=model, state=state, download=on_download)

@@ -14,7 +14,12 @@
       alert.dataset.text = text;
       alert.textContent = text;
       alert.hidden = !text;
-      if (text) alert.scrollIntoView({ block: "nearest" });
+      if (text) {
+        // the alert pushed the buttons down: keep both the message and the button just pressed on screen
+        const buttons = tab.querySelector(".job-buttons");
+        if (buttons) buttons.scrollIntoView({ block: "nearest" });
+        alert.scrollIntoView({ block: "nearest" });
+      }
     });
   };
   new MutationObserver(() => {
