@@ -87,6 +87,8 @@ def test_a_three_speaker_script_renders_regenerates_locks_and_exports(studio_app
     assert line[2].get_by_role("button", name="Unlock").count() == 1
     assert line[2].get_by_role("button", name="Regenerate (new seed)").is_disabled()
 
+    for stems in ("Stems (one zip)", "Stems (one file each)"):  # opt-in: unticked at first
+        page.get_by_label(stems, exact=True).check()
     page.locator("button.studio-export").click()
     links = page.locator(".studio-downloads a[download]")
     links.nth(6).wait_for(timeout=60_000)  # mix, stems zip, 3 stems, srt, vtt

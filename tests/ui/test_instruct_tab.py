@@ -140,9 +140,15 @@ def test_tag_and_pronunciation_chips_follow_the_model(tmp_path: Path) -> None:
 def test_chips_insert_their_text(tmp_path: Path) -> None:
     app = build(voice_instruct(), tmp_path)
     assert insert("他笑了", "[laughter]") == "他笑了[laughter]" and insert(None, "[breath]") == "[breath]"
-    inserts = [fn for fn in app.fns.values() if fn.name == "<lambda>" and len(fn.inputs) == 1
-               and label_key(fn.inputs[0]) == "text" and fn.outputs == fn.inputs]
-    assert sorted(fn.fn("对报道") for fn in inserts) == ["对报道[R][EH1][D]", "对报道[j][ǐ]"]
+    inserts = [fn for fn in app.fns.values() if fn.name == "<lambda>" and len(fn.inputs) == 2
+               and label_key(fn.inputs[0]) == "text" and fn.outputs == fn.inputs[:1]]
+    # Without a caret from the browser (the chip's label comes through) the hint goes at the end ...
+    assert sorted(fn.fn("对报道", "chip label") for fn in inserts) == ["对报道[R][EH1][D]", "对报道[j][ǐ]"]
+    # ... and where the browser inserted it at the caret (the label comes back empty) the text stays as sent.
+    assert [fn.fn("对[j][ǐ]报道", "") for fn in inserts] == ["对[j][ǐ]报道"] * 2
+    assert all(fn.js and "selectionStart" in fn.js for fn in inserts)
+    chips = [fn for fn in app.fns.values() if fn.name == "insert"]
+    assert chips and all(fn.js and "selectionStart" in fn.js and "#text-tools-box-" in fn.js for fn in chips)
 
 
 @pytest.mark.parametrize("text, mixed", [("今日はいい天気ですね。", True), ("きょうはいいてんきですね。", False),

@@ -114,6 +114,10 @@ def test_the_tab_events_render_and_export_a_script(tmp_path: Path) -> None:
     assert steps[-1][1] == "Done: 2 line(s) rendered, 0 kept as they were."
     export = event(demo, "export_files")
     files, message = export.fn(values(export, by={script.current: "Tab-test"}))
+    assert message == "Exported 3 file(s)."  # as the tab opens: mix, srt, vtt (stems are opt-in)
+    assert sorted(Path(path).suffix for path in files) == [".srt", ".vtt", ".wav"]
+    everything = ["mix", "stems_zip", "stems", "srt", "vtt"]
+    files, message = export.fn(values(export, by={script.current: "Tab-test", script.parts: everything}))
     assert message == "Exported 6 file(s)."  # mix, zip, 2 stems, srt, vtt
     assert all(Path(path).is_file() for path in files)
     opening = event(demo, "open_project")

@@ -193,6 +193,7 @@ LABELS: dict[str, str] = {
                          "(`python -m cosyvoice_ui download whisper-small`) is far more accurate."),
     # results: subtitles and bad-take checks (tabs/controls.py, options.py)
     "download_subtitles": "Subtitles (SRT, VTT)",
+    "history_subtitle": "{fmt} subtitles",
     "check_takes": "Check takes",
     "check_takes_info": "Re-render a segment that sounds wrong for its text (too long, too short, repeated)",
     "check_takes_server_off": "Take checks are switched off on this server (--no-take-check)",

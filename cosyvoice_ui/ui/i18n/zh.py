@@ -170,6 +170,7 @@ LABELS: dict[str, str] = {
     "transcript_rough": ("**粗略转写：**离线英语识别器（pocketsphinx）常会听错词。请对照样本核对并改正文本后再克隆；"
                          "Whisper 模型（`python -m cosyvoice_ui download whisper-small`）转写准确得多。"),
     "download_subtitles": "字幕（SRT、VTT）",
+    "history_subtitle": "{fmt} 字幕",
     "check_takes": "检查生成质量",
     "check_takes_info": "与文字不符的片段（太长、太短、重复）自动重新生成",
     "check_takes_server_off": "本服务器已关闭生成质量检查（--no-take-check）",

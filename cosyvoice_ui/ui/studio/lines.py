@@ -1,6 +1,7 @@
-"""The Script tab's list of lines, drawn with `@gr.render` from the project on disk: each line's take (play),
-Regenerate (a new seed), its text to edit and render again, Lock / Unlock, the take picker and the take's info
-(seed, seconds, attempts, check). Any change bumps `revision`, which redraws the list.
+"""The Script tab's list of lines, drawn with `@gr.render` from the project on disk, one compact row each: the
+take's info (seed, seconds, attempts, check) over its text to edit, the take (play), and beside them Regenerate
+(a new seed), render the edited text, Lock / Unlock and the take picker (a line not rendered yet offers only to
+render it). Any change bumps `revision`, which redraws the list.
 """
 
 # No `from __future__ import annotations`: Gradio finds `request: gr.Request` by its evaluated annotation.
@@ -93,32 +94,40 @@ def build_lines(page, workspace, current, revision, status) -> None:
         first = index * PAGE_SIZE
         for position, line in enumerate(project.lines[first:first + PAGE_SIZE], start=first + 1):
             take = line.take
+            path = project.take_path(take) if take is not None else None
+            heard = path is not None and path.is_file()
+            # One row per line (its words, its take, its buttons side by side): five lines fit a screen. A line
+            # without a take has no player and nothing to regenerate or lock, only "render".
             with gr.Group(elem_classes=["studio-line", f"studio-line-{line.id}"]):
-                gr.Markdown(f"**{position}. {plain(line.speaker)}** · {plain(take_info(line, lang))}",
-                            elem_classes=["studio-line-info"], **MARKDOWN_OPTIONS)
-                with gr.Row(equal_height=True):
-                    path = project.take_path(take) if take is not None else None
-                    gr.Audio(value=str(path) if path is not None and path.is_file() else None, type="filepath",
-                             interactive=False, show_label=False, scale=2, elem_classes=["studio-take"])
-                    text = gr.Textbox(line.text, show_label=False, lines=1, scale=3, interactive=not line.locked,
-                                      elem_classes=["studio-line-text"])
-                with gr.Row():
-                    regen = gr.Button(t("studio_regenerate"), size="sm", interactive=not line.locked,
-                                      elem_classes=["studio-regenerate"])
-                    edit = gr.Button(t("studio_rerender"), size="sm", interactive=not line.locked,
-                                     elem_classes=["studio-rerender"])
-                    lock = gr.Button(t("studio_unlock" if line.locked else "studio_lock"), size="sm",
-                                     interactive=take is not None, elem_classes=["studio-lock"])
-                    if len(line.takes) > 1:
-                        word = strings.label("studio_take_pick", lang)
-                        picker = gr.Dropdown([(f"{word} {x.number}", str(x.number)) for x in line.takes],
-                                             value=str(line.chosen), show_label=False, container=False,
-                                             interactive=not line.locked, min_width=100, scale=0,
-                                             elem_classes=["studio-take-pick"])
-                        picker.input(choose_event(folder, line.id, picker), inputs={picker, *inputs}, **shared)
-                regen.click(regenerate_event(folder, line.id), inputs=inputs, **shared, **synthesis)
-                edit.click(regenerate_event(folder, line.id, text), inputs={text, *inputs}, **shared, **synthesis)
-                lock.click(lock_event(folder, line.id, not line.locked), inputs=inputs, **shared)
+                with gr.Row(equal_height=False):
+                    with gr.Column(scale=3, min_width=240):
+                        gr.Markdown(f"**{position}. {plain(line.speaker)}** · {plain(take_info(line, lang))}",
+                                    elem_classes=["studio-line-info"], **MARKDOWN_OPTIONS)
+                        text = gr.Textbox(line.text, show_label=False, lines=1, interactive=not line.locked,
+                                          elem_classes=["studio-line-text"])
+                    if heard:
+                        gr.Audio(value=str(path), type="filepath", interactive=False, show_label=False, scale=2,
+                                 elem_classes=["studio-take"])
+                    with gr.Column(scale=0, min_width=180):
+                        if take is not None:
+                            regen = gr.Button(t("studio_regenerate"), size="sm", interactive=not line.locked,
+                                              elem_classes=["studio-regenerate"])
+                            regen.click(regenerate_event(folder, line.id), inputs=inputs, **shared, **synthesis)
+                        edit = gr.Button(t("studio_rerender"), size="sm", interactive=not line.locked,
+                                         elem_classes=["studio-rerender"])
+                        edit.click(regenerate_event(folder, line.id, text), inputs={text, *inputs}, **shared,
+                                   **synthesis)
+                        if take is not None:
+                            lock = gr.Button(t("studio_unlock" if line.locked else "studio_lock"), size="sm",
+                                             elem_classes=["studio-lock"])
+                            lock.click(lock_event(folder, line.id, not line.locked), inputs=inputs, **shared)
+                        if len(line.takes) > 1:
+                            word = strings.label("studio_take_pick", lang)
+                            picker = gr.Dropdown([(f"{word} {x.number}", str(x.number)) for x in line.takes],
+                                                 value=str(line.chosen), show_label=False, container=False,
+                                                 interactive=not line.locked, min_width=100,
+                                                 elem_classes=["studio-take-pick"])
+                            picker.input(choose_event(folder, line.id, picker), inputs={picker, *inputs}, **shared)
         if pages > 1:
             chooser = gr.Radio([str(n) for n in range(1, pages + 1)], value=str(index + 1), label=t("studio_page"))
             chooser.input(lambda value: int(value) - 1, inputs=chooser, outputs=page_no, api_visibility="private")

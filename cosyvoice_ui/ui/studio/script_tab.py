@@ -22,6 +22,9 @@ from .lines import build_lines
 from .voices import VoiceRows, build_voice_rows, choice_of
 
 SCRIPT_FILE_TYPES = [".txt", ".md", ".text"]
+# Ticked at first: the mix and its subtitles. Stems are opt-in (a zip and a file per speaker, each the length of
+# the whole mix: about 34 MB for 5 short lines).
+DEFAULT_PARTS = tuple(part for part in EXPORT_PARTS if not part.startswith("stems"))
 
 
 @dataclass(frozen=True)
@@ -77,7 +80,7 @@ def build_script(page: Page) -> ScriptTab:
             build_lines(page, workspace, current, revision, status)
         with gr.Accordion(t("studio_export"), open=True):
             parts = gr.CheckboxGroup([(t(f"studio_part_{part}"), part) for part in EXPORT_PARTS],
-                                     value=list(EXPORT_PARTS), label=t("studio_export_parts"))
+                                     value=list(DEFAULT_PARTS), label=t("studio_export_parts"))
             export = gr.Button(t("studio_export_button"), elem_classes=["studio-export"])
             files = gr.File(label=t("studio_downloads"), file_count="multiple", interactive=False,
                             elem_classes=["studio-downloads"])

@@ -8,7 +8,7 @@ from ...errors import InvalidRequest
 from .. import strings
 from ..page import Page
 from ..requests import request_from_meta
-from ..markup import MARKDOWN_OPTIONS, plain, plain_html
+from ..markup import MARKDOWN_OPTIONS, plain, refusal
 
 
 def inside(path, folders: list[Path]) -> bool:
@@ -18,6 +18,13 @@ def inside(path, folders: list[Path]) -> bool:
     except (OSError, ValueError):
         return False
     return any(resolved.is_relative_to(folder) for folder in folders)
+
+
+def subtitle_downloads(files: list[str], lang: str) -> list[tuple[str, str]]:
+    """(button label, file) per subtitle file, named by its format ("SRT subtitles"): a file list in the row's
+    narrow column cut the names down to ".s" and ".v"."""
+    return [(strings.label("history_subtitle", lang).format(fmt=Path(f).suffix.lstrip(".").upper() or "?"), f)
+            for f in files]
 
 
 def build_history(page: Page) -> None:
@@ -44,7 +51,7 @@ def build_history(page: Page) -> None:
             try:
                 req = request_from_meta(checked_meta(meta), entry.get("speed"), entry.get("seed"))
             except InvalidRequest as exc:  # the recording of an old entry is gone or unreadable
-                raise gr.Error(plain_html(strings.message(exc, options.language(data)))) from None
+                raise refusal(strings.message(exc, options.language(data)), exc) from None
             for result in handlers.run(req, options.output(data), options.past(data), request, progress, meta,
                                        options.language(data)):
                 pass
@@ -70,8 +77,9 @@ def build_history(page: Page) -> None:
                     listed = entry.get("subtitles") if isinstance(entry.get("subtitles"), list) else []
                     cues = [str(f) for f in listed if inside(f, results) and Path(str(f)).is_file()]
                     if cues:
-                        gr.File(cues, file_count="multiple", label=t("download_subtitles"), interactive=False,
-                                scale=0, min_width=160)
+                        with gr.Column(scale=0, min_width=130):
+                            for label, cue_file in subtitle_downloads(cues, lang):
+                                gr.DownloadButton(label, value=cue_file, size="sm", elem_classes=["history-subtitle"])
                     rerun = gr.Button(t("rerun"), size="sm", scale=0)
                     rerun.click(rerun_of(entry), inputs=options.inputs, outputs=options.history,
                                 api_visibility="private")
