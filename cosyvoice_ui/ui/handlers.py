@@ -30,6 +30,7 @@ from ..settings import Settings
 from ..serving.subtitles import SUBTITLE_FORMATS, Cue, render
 from ..types import Mode, ProgressEvent, SynthesisRequest
 from . import strings
+from .audio_out import player_audio
 from .events import event_text
 from .markup import plain_html, refusal
 
@@ -220,7 +221,7 @@ class Handlers:
                         if job.loudness is not None and gain is None:
                             gain = audio_utils.stream_gain(chunk.samples, rate)
                         out = chunk.samples * gain if gain else chunk.samples
-                        yield (rate, np.clip(out, -1, 1)), skip, skip, skip, skip, skip
+                        yield player_audio(rate, out), skip, skip, skip, skip, skip
                 result = live.result()
             except Cancelled:  # Stop (or the page closed): a state, not an error; the last result stays
                 yield skip, skip, skip, plain_html(strings.label("stopped", lang)), "", skip
@@ -238,7 +239,7 @@ class Handlers:
                      "seed": result.seed, "speed": request.speed, "file": str(path), "subtitles": subtitles or [],
                      "request": (meta or {})}
             new_history = ([entry] + list(history or []))[:HISTORY_LIMIT]
-            audio_out = skip if job.request.stream else (rate, wave)
+            audio_out = skip if job.request.stream else player_audio(rate, wave)
             yield (audio_out, str(path), subtitles, info,
                    take_summary(list(result.takes), job.policy is not None, lang, first_reasons), new_history)
         finally:  # Stop now finds no running job in this session

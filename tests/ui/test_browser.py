@@ -291,11 +291,12 @@ def test_phone_first_screen_is_short_and_localised(offline_url: str, browser, lo
     summary.click()  # folds again
     page.wait_for_function("() => !document.querySelector('#backend-notes-text details').open", timeout=5_000)
 
-    # The clone tab is selected and its first control (the voice sample) starts on the first screen.
-    tab = page.get_by_role("tab", name=labels["tab_clone"])
+    # The offline voice cannot clone: the preset tab is selected (a text is all it needs) and its first control
+    # (the speaker) starts on the first screen.
+    tab = page.get_by_role("tab", name=labels["tab_sft"])
     assert tab.get_attribute("aria-selected") == "true" and on_first_screen(box(tab))
-    sample = page.get_by_text(labels["prompt_audio"], exact=True).first
-    assert on_first_screen(box(sample))
+    speaker = page.locator(".tabitem:visible").get_by_text(labels["speaker"], exact=True).first
+    assert on_first_screen(box(speaker))
     # The model panel speaks the same language (its state line is written for this browser).
     assert page.get_by_text(labels["model_panel"], exact=True).first.is_visible()
     page.get_by_text(labels["model_panel"], exact=True).first.click()
