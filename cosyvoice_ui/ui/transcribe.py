@@ -13,7 +13,7 @@ from ..types import ProgressEvent
 from . import strings
 from .handlers import progress_adapter
 from .requests import prompt_from_file
-from .markup import plain_html
+from .markup import refusal
 
 
 def transcribe_file(transcriber, path: str | None, language: str | None = None, backend: str | None = None,
@@ -50,7 +50,7 @@ def add_transcribe(page, audio_component, textbox, language=None):
             heard = transcribe_file(page.handlers.transcriber(), data[audio_component], wanted or None,
                                     page.handlers.asr_backend(), progress_adapter(progress, lang))
         except InvalidRequest as exc:
-            raise gr.Error(plain_html(strings.message(exc, lang))) from None
+            raise refusal(strings.message(exc, lang), exc) from None
         return {textbox: heard.text, rough_note: gr.update(visible=heard.rough)}
 
     button.click(transcribe, inputs=inputs, outputs=[textbox, rough_note], concurrency_limit=1,

@@ -7,7 +7,18 @@ from . import notice as _notice
 LABELS: dict[str, str] = {
     # --- the pages, tabs and messages ---
     "title": "# CosyVoice Studio",
-    "subtitle": "Clone a voice from a 3-second sample, speak across languages, or pick a preset speaker.",
+    "subtitle": "Type a text and press Generate to hear it. Clone a voice from a 3-second sample, speak across "
+                "languages, or describe a speaking style in words.",
+    # The header's line about the model in use (`model_panel.header_markdown`)
+    "header_model": "Model: **{model}**",
+    "header_ready": "ready",
+    "header_waiting": "loads on the first Generate",
+    "header_loading": "loading {percent:.0f}%",
+    "header_error": "could not load: open “Model” below for why",
+    "header_precision": "{precision} precision",
+    "clone_offline_note": "**The offline voice cannot clone.** It speaks with the built-in voice closest to your "
+                          "sample (gender, pitch, rough timbre). For a real 3-second clone, download "
+                          "Fun-CosyVoice3-0.5B with the button at the top of the page.",
     "tab_clone": "3-second clone",
     "tab_cross": "Cross-lingual / instruct",
     "tab_sft": "Preset speakers",

@@ -7,7 +7,15 @@ from . import notice as _notice
 LABELS: dict[str, str] = {
     # --- the pages, tabs and messages ---
     "title": "# CosyVoice 语音工作室",
-    "subtitle": "用 3 秒样本克隆声音、跨语种朗读，或选择预置音色。",
+    "subtitle": "输入文字，按“生成音频”即可听到。也可以用 3 秒样本复刻声音、跨语种朗读，或用文字描述说话风格。",
+    "header_model": "模型：**{model}**",
+    "header_ready": "已就绪",
+    "header_waiting": "首次生成时加载",
+    "header_loading": "加载中 {percent:.0f}%",
+    "header_error": "加载失败：展开下方“模型”查看原因",
+    "header_precision": "{precision}精度",
+    "clone_offline_note": "**离线声音无法复刻。** 它会用最接近你样本的内置声音朗读（性别、音高、大致音色）。"
+                          "如需真正的 3 秒复刻，请用页面顶部的按钮下载 Fun-CosyVoice3-0.5B。",
     "tab_clone": "3秒极速复刻",
     "tab_cross": "跨语种复刻 / 指令控制",
     "tab_sft": "预训练音色",
