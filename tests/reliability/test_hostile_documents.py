@@ -6,7 +6,8 @@ What is promised, and checked here:
 - Time: every parser is linear. Each pathological construction below (the ones that made the old regexes
   quadratic or cubic: `*a ` × N, `[` × N, `<` × N, spaces after `#`, ...) either reads or is refused with its
   specific code, within the parser's cooperative time budget (`budget.Budget`); no wall-clock is asserted except
-  in the end-to-end test, where `/health` must answer within 1 s (p99) while the real server reads the worst
+  in the end-to-end test, where `/health` must answer within 1 s (p99; on a machine too busy for that, within half
+  the slowest read, which a server that waited for the read could not do) while the real server reads the worst
   document of each kind. An expired budget refuses with `document_too_complex` and a clean message.
 - Size: the caps (file bytes, characters, lines, chapters, script characters and lines, EPUB members, bytes per
   member and per book) each refuse with their own code and advice.
@@ -44,6 +45,7 @@ from cosyvoice_ui.studio import script as script_module
 from cosyvoice_ui.serving import subtitles
 from cosyvoice_ui.studio.book import Book, read_book
 from cosyvoice_ui.studio.script import parse_script
+from tests.reliability.test_hostile_load import answers_beside_the_work
 from cosyvoice_ui.serving.subtitles import Cue
 from cosyvoice_ui.testing import ebooks
 
@@ -654,6 +656,7 @@ def test_health_answers_within_a_second_while_the_worst_documents_are_read(tiny_
     documents = _worst_documents(tmp_path / "docs")
     script = "\n".join(["a" + " " * 3000 + "b: words", ":" * 3000, "[" * 3000, "Ann: " + "*a " * 1000] * 150)
     latencies: list[float] = []
+    slowest = 0.0  # the longest hostile read, s
     outcomes: dict[str, str] = {}
     (tmp_path / "app").mkdir()
     with running_app(tiny_sft, tmp_path / "app") as url, httpx.Client(timeout=30) as client:
@@ -690,6 +693,7 @@ def test_health_answers_within_a_second_while_the_worst_documents_are_read(tiny_
                 file_data = {"path": uploaded, "orig_name": path.name, "meta": {"_type": "gradio.FileData"}}
                 began = time.monotonic()
                 done = _gradio_call(client, url, read_fn, [file_data, "en"], file_id)
+                slowest = max(slowest, time.monotonic() - began)
                 outcomes[name] = f"{'read' if done.get('success') else 'refused'} in {time.monotonic() - began:.1f} s"
                 assert done.get("success") or name == "epub-bomb", (name, done.get("output"))
                 text = json.dumps(done)
@@ -705,4 +709,4 @@ def test_health_answers_within_a_second_while_the_worst_documents_are_read(tiny_
     p99 = latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))]
     print(f"\n/health: {len(latencies)} polls, median {statistics.median(latencies) * 1000:.0f} ms, "
           f"p99 {p99 * 1000:.0f} ms, max {latencies[-1] * 1000:.0f} ms; {outcomes}")
-    assert len(latencies) >= 20 and p99 < 1.0
+    assert len(latencies) >= 20 and answers_beside_the_work(p99, slowest), (p99, slowest)

