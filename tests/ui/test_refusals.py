@@ -35,3 +35,27 @@ def test_a_bad_request_from_a_tab_is_refused_without_a_traceback(tmp_path: Path,
     assert refused.value.print_exception is False
     assert "empty" in refused.value.message
     assert not any(r.exc_info for r in caplog.records)
+
+
+def test_a_page_closed_while_its_job_was_prepared_never_runs_it(tmp_path: Path) -> None:
+    """The validator prepared the job, then the page closed before the run started: the run stops at once, holds
+    no slot and renders nothing."""
+    from cosyvoice_ui.testing.fakes import RecordingEngine
+
+    class Page:
+        session_hash = "gone"
+        headers = {"accept-language": "en"}
+
+    engine = RecordingEngine()
+    manager = ModelManager("fake", loader=lambda *_: engine, idle_unload_s=0, describe_model=lambda _: engine.info)
+    handlers = Handlers(manager, Settings(glossary_dir=tmp_path / "g"), tmp_path / "out")
+    request = SynthesisRequest(Mode.SFT, text="Nobody is listening.", speaker="A")
+    job = handlers.prepare(request)
+    handlers.page_closed(Page())
+    *_, (audio, path, _subtitles, info, _takes, _history) = handlers.generate(request, OutputOptions(), [], Page(),
+                                                                              None, job=job)
+    assert info == "Stopped." and engine.texts == []
+    assert manager.status().running == 0 and manager.status().queued == 0
+    # another page of the same app is not affected
+    *_, (_a, path, *_rest) = handlers.generate(request, OutputOptions(), [], None, None)
+    assert Path(path).is_file() and engine.texts == ["Nobody is listening."]
