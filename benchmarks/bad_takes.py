@@ -18,8 +18,8 @@ Usage: python benchmarks/bad_takes.py [--quick] [--measure] [--verify] [--json]
                whole token stream said twice; "early_eos": EOS forced after 30 % of the normal length.
                Random weights say nothing about a real model's speech rate: these rows test that the checks
                catch the forced failures end to end and that sampled tokens do not trip the repeat check.
-             * retry: the same forced failures on attempt 1 only, through `guarded_synthesis`: how often the
-               kept take passes.
+             * retry: the same forced failures on attempt 1 only, through `guarded_synthesis` with 2 retries: how
+               often the kept take passes, how many segments were retried and how many needed the second retry.
   --verify   English offline takes also go through a pocketsphinx round trip (word recall), normal vs truncated.
   --quick    the CI-sized run: no offline voice, tiny v1 and v3, one line per language.
   --json     also print one JSON line with every number.
@@ -56,6 +56,8 @@ class Tally:
 
     runs: int = 0
     flagged: int = 0
+    retried: int = 0  # retry rows: segments re-rendered at all (the caught ones)
+    second: int = 0  # retry rows: segments that needed a second retry (attempt 3)
 
     @property
     def rate(self) -> float:
@@ -253,6 +255,8 @@ def tiny_rows(families: tuple[str, ...], lines_per_language: int | None, tallies
                         row = retry_tallies[(family, language, kind)]
                         row.runs += len(report)
                         row.flagged += sum(r.check.ok and r.attempts > 1 for r in report)
+                        row.retried += sum(r.attempts > 1 for r in report)
+                        row.second += sum(r.attempts > 2 for r in report)
             engine.close()
 
 
@@ -275,11 +279,18 @@ def table(tallies, retry_tallies) -> list[dict]:
             print(f"{'':<38}mean word recall {row['mean_recall']:.2f}")
         rows.append(row)
     if retry_tallies:
-        print(f"\n{'retry (fails on attempt 1 only)':<38}{'segments':>9}{'recovered':>10}{'rate':>8}")
+        print(f"\n{'retry (fails on attempt 1 only)':<38}{'segments':>9}{'recovered':>10}{'rate':>8}"
+              f"{'retried':>9}{'2nd retry':>10}")
         for (family, language, kind), t in sorted(retry_tallies.items()):
-            print(f"{family + ' ' + language + ' ' + kind:<38}{t.runs:>9}{t.flagged:>10}{t.rate:>8.1%}")
+            print(f"{family + ' ' + language + ' ' + kind:<38}{t.runs:>9}{t.flagged:>10}{t.rate:>8.1%}"
+                  f"{t.retried:>9}{t.second:>10}")
             rows.append({"source": "retry", "family": family, "language": language, "kind": kind,
-                         "runs": t.runs, "recovered": t.flagged, "rate": round(t.rate, 4)})
+                         "runs": t.runs, "recovered": t.flagged, "rate": round(t.rate, 4), "retried": t.retried,
+                         "second_retry": t.second})
+        retried = sum(t.retried for t in retry_tallies.values())
+        recovered = sum(t.flagged for t in retry_tallies.values())
+        second = sum(t.second for t in retry_tallies.values())
+        print(f"retries: {retried} segments retried, {recovered} good after it, {second} needed a second retry")
     normal = [t for k, t in tallies.items() if k[3] == "normal" and k[0] != "offline+asr"]
     runs, flagged = sum(t.runs for t in normal), sum(t.flagged for t in normal)
     print(f"\nfalse positives on normal takes: {flagged}/{runs} ({flagged / runs if runs else 0:.1%})")

@@ -7,13 +7,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 DEFAULT_MODELS_DIR = Path("pretrained_models")
-DEFAULT_TAKE_RETRIES = 2
+# One retry: in benchmarks/bad_takes.py every caught bad take (187 of 187) was good after the first retry and none
+# needed a second, while each retry costs about one more render of its segment (README, "bad-take bands").
+DEFAULT_TAKE_RETRIES = 1
 
 
 def default_take_retries() -> int:
     """Bad-take retries per segment when no flag says: `COSYVOICE_TAKE_RETRIES` if it is a whole number >= 0,
-    else 2. (The test suite sets 0: its tiny random models are never the right length, and re-rendering their
-    takes would only triple the suite's time; the tests of retrying set their own count.)"""
+    else 1. (The test suite sets 0: its tiny random models are never the right length, and re-rendering their
+    takes would only double the suite's time; the tests of retrying set their own count.)"""
     value = os.environ.get("COSYVOICE_TAKE_RETRIES", "").strip()
     return int(value) if value.isdigit() else DEFAULT_TAKE_RETRIES
 

@@ -72,7 +72,7 @@ def client_for(tmp_path: Path, engine: FakeEngine | None = None, **settings) -> 
                                                                                    ModelManager]:
     engine = engine or SegmentingEngine()
     config = Settings(**{"voices_dir": tmp_path / "voices", "glossary_dir": tmp_path / "glossaries",
-                         "idle_unload_s": 0, "take_retries": 2, **settings})  # the product's default retries
+                         "idle_unload_s": 0, "take_retries": 2, **settings})  # two retries (default 1)
     manager = ModelManager("fake", loader=lambda mid, options, progress: engine, idle_unload_s=0,
                            describe_model=lambda mid: engine.info)
     app = FastAPI(docs_url=None)

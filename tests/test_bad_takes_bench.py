@@ -1,5 +1,6 @@
 """Smoke test of benchmarks/bad_takes.py --quick: it runs on tiny models and reports a row per family,
-language and kind; forced repeats (a doubled token stream, a looped block) are always caught."""
+language and kind; forced repeats (a doubled token stream, a looped block) are always caught, and the first retry
+recovers them (no second retry: the count behind the default of one retry)."""
 
 from __future__ import annotations
 
@@ -27,4 +28,7 @@ def test_quick_benchmark_reports_catch_and_false_positive_rates() -> None:
                 assert row["runs"] >= 1 and 0 <= row["flagged"] <= row["runs"]
             for kind in ("loop", "doubled"):  # verbatim repeated tokens: the repeat check cannot miss them
                 assert rows[("tiny", family, language, kind)]["rate"] == 1.0
-                assert rows[("retry", family, language, kind)]["rate"] == 1.0
+                retry = rows[("retry", family, language, kind)]
+                assert retry["rate"] == 1.0 and retry["retried"] == retry["runs"]
+                assert retry["second_retry"] == 0  # the normal retake passed: one retry was enough
+    assert "segments retried" in done.stdout and "needed a second retry" in done.stdout

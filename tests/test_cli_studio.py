@@ -257,7 +257,7 @@ def test_glossary_changes_what_every_synth_form_speaks(fake, tmp_path: Path, cap
 
 
 def test_bad_takes_are_retried_and_shown_on_stderr(fake, tmp_path: Path, capsys, monkeypatch) -> None:
-    monkeypatch.setenv("COSYVOICE_TAKE_RETRIES", "2")  # the product's default (the suite runs with 0)
+    monkeypatch.setenv("COSYVOICE_TAKE_RETRIES", "2")  # two retries (default 1; the suite runs with 0)
     engine = fake(bad_first=1)
     assert main(_fake_args(tmp_path, "--text", "Hello there, friend.", "--out", str(tmp_path / "a.wav"))) == 0
     err = capsys.readouterr().err

@@ -71,7 +71,8 @@ def request(stream: bool = False, seed: int | None = 7) -> SynthesisRequest:
 def run(engine: Engine, req: SynthesisRequest, policy: RetryPolicy | None = None):
     events: list[ProgressEvent] = []
     report: list[SegmentReport] = []
-    chunks = list(guarded_synthesis(engine, req, policy or RetryPolicy(), events.append, None, report))
+    # Two retries unless a test says otherwise: these tests follow a take through both (the default is one)
+    chunks = list(guarded_synthesis(engine, req, policy or RetryPolicy(retries=2), events.append, None, report))
     return chunks, report, [e.message for e in events]
 
 
@@ -146,7 +147,7 @@ def test_verify_hook_flags_a_take_the_asr_does_not_recognise() -> None:
         return 0.1 if text == LINES[0] and len(heard) == 1 else 0.9
 
     engine = ScriptedEngine()
-    chunks, report, messages = run(engine, request(), RetryPolicy(verify=verify, min_recall=0.5))
+    chunks, report, messages = run(engine, request(), RetryPolicy(retries=2, verify=verify, min_recall=0.5))
     assert engine.calls[1] == (LINES[0], retry_seed(7, 0, 1))
     assert report[0].attempts == 2 and report[0].check.ok and report[0].check.recall == 0.9
     assert heard[0][0] == pytest.approx(normal_seconds(LINES[0]), abs=1e-3)
@@ -212,16 +213,16 @@ def test_tiny_cosyvoice_fills_tokens_and_is_checked(v2_engine, stream: bool) -> 
     assert report[0].attempts in (1, 2) and report[0].streamed is stream
 
 
-def test_the_default_retry_count_is_two_unless_the_environment_says(monkeypatch) -> None:
+def test_the_default_retry_count_is_one_unless_the_environment_says(monkeypatch) -> None:
     from cosyvoice_ui.serving.takes import policy_from_settings
     from cosyvoice_ui.settings import Settings, default_take_retries
     from cosyvoice_ui.web.flags import build_parser
 
     monkeypatch.delenv("COSYVOICE_TAKE_RETRIES", raising=False)
-    assert default_take_retries() == 2 and Settings().take_retries == 2
-    assert build_parser().parse_args([]).take_retries == 2
-    assert policy_from_settings(Settings()) == RetryPolicy(enabled=True, retries=2)
-    for value, expected in (("0", 0), ("5", 5), ("-1", 2), ("many", 2), ("", 2)):
+    assert default_take_retries() == 1 and Settings().take_retries == 1
+    assert build_parser().parse_args([]).take_retries == 1
+    assert policy_from_settings(Settings()) == RetryPolicy(enabled=True, retries=1) == RetryPolicy()
+    for value, expected in (("0", 0), ("5", 5), ("-1", 1), ("many", 1), ("", 1)):
         monkeypatch.setenv("COSYVOICE_TAKE_RETRIES", value)
         assert default_take_retries() == expected
     assert policy_from_settings(Settings(check_takes=False)).enabled is False

@@ -21,6 +21,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..engine import Engine, raise_if_cancelled, report as send_progress
+from ..settings import DEFAULT_TAKE_RETRIES
 from ..take_check import REASON_TEXT, TakeCheck, check_take, language_of, word_recall
 from ..types import Audio, AudioChunk, Mode, ProgressCallback, ProgressEvent, SpeechDecoder, SynthesisRequest
 
@@ -33,7 +34,7 @@ class RetryPolicy:
     trip) flags a take whose recall is under `min_recall`; None skips that check."""
 
     enabled: bool = True
-    retries: int = 2
+    retries: int = DEFAULT_TAKE_RETRIES
     verify: Callable[[Audio, str], float] | None = None
     min_recall: float = 0.5
     verify_languages: tuple[str, ...] = ()  # `take_check.language_of` codes the verifier reads; () = all
@@ -68,7 +69,7 @@ class SegmentReport:
 def policy_from_settings(settings) -> RetryPolicy:
     """The process's policy: `Settings.check_takes` (off: no checks, no retries) and `Settings.take_retries`."""
     return RetryPolicy(enabled=bool(getattr(settings, "check_takes", True)),
-                       retries=max(0, int(getattr(settings, "take_retries", 2))))
+                       retries=max(0, int(getattr(settings, "take_retries", DEFAULT_TAKE_RETRIES))))
 
 
 def retry_seed(seed: int, segment: int, attempt: int) -> int:

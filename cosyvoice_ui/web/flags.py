@@ -145,8 +145,8 @@ def add_take_flags(parser: argparse.ArgumentParser) -> None:
     """`--take-retries` and `--no-take-check`, the same for the app and the CLI."""
     parser.add_argument("--take-retries", type=int, default=default_take_retries(), metavar="N",
                         help="re-render a segment whose length does not fit its text (or that repeats itself) up to "
-                             "N times with a new seed (default 2, or COSYVOICE_TAKE_RETRIES; 0 = check and report "
-                             "only)")
+                             "N times with a new seed (default 1, or COSYVOICE_TAKE_RETRIES; 0 = check and report "
+                             "only; each retry renders that segment again: about as long again)")
     parser.add_argument("--no-take-check", action="store_true",
                         help="do not check segments for bad takes (no retries)")
 

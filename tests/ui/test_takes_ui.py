@@ -66,7 +66,7 @@ class SegmentedEngine(Engine):
 def handlers_for(engine: Engine, tmp_path: Path, **settings) -> Handlers:
     manager = ModelManager("segmented", loader=lambda model_id, options, progress: engine, idle_unload_s=0,
                            describe_model=lambda model_id: engine.info)
-    return Handlers(manager, Settings(**{"take_retries": 2, **settings}), tmp_path / "out")  # the product's default
+    return Handlers(manager, Settings(**{"take_retries": 2, **settings}), tmp_path / "out")  # 2 retries (default 1)
 
 
 def generate(handlers: Handlers, options: OutputOptions = OutputOptions(), lang: str = "en", stream: bool = False,
@@ -183,3 +183,18 @@ def test_the_four_output_view_is_kept_for_audio_only_callers(tmp_path: Path) -> 
 def test_take_summary_without_reports_is_empty_and_off_says_off() -> None:
     assert take_summary([], True, "en") == ""
     assert take_summary([], False, "zh") == "未检查生成质量。"
+
+
+def test_the_checkbox_says_what_the_check_does_and_what_a_retry_costs() -> None:
+    """The info line names the default number of retries (one: benchmarks/bad_takes.py) and the price of one, in
+    plain words in both languages."""
+    from cosyvoice_ui.settings import DEFAULT_TAKE_RETRIES
+    from cosyvoice_ui.ui import strings
+
+    en, zh = strings.LABELS_EN["check_takes_info"], strings.LABELS_ZH["check_takes_info"]
+    assert DEFAULT_TAKE_RETRIES == 1  # the words below say "once"
+    assert "length fits its text" in en and "repeats" in en and "new seed (once by default)" in en
+    assert "about as long again as that segment" in en
+    assert "时长" in zh and "重复" in zh and "默认一次" in zh and "再花该片段原来的时间" in zh
+    for jargon in ("token", "band", "EOS", "seed per"):
+        assert jargon not in en, jargon

@@ -206,7 +206,9 @@ LABELS: dict[str, str] = {
     "download_subtitles": "Subtitles (SRT, VTT)",
     "history_subtitle": "{fmt} subtitles",
     "check_takes": "Check takes",
-    "check_takes_info": "Re-render a segment that sounds wrong for its text (too long, too short, repeated)",
+    "check_takes_info": "After each segment, check that its length fits its text and that nothing repeats; a "
+                        "segment that fails is rendered again with a new seed (once by default). A retry costs "
+                        "about as long again as that segment; a take that passes costs nothing extra.",
     "check_takes_server_off": "Take checks are switched off on this server (--no-take-check)",
     "takes_off": "Take checks off.",
     "takes_ok": "Takes checked: {total} segment(s), all plausible.",

@@ -180,7 +180,8 @@ LABELS: dict[str, str] = {
     "download_subtitles": "字幕（SRT、VTT）",
     "history_subtitle": "{fmt} 字幕",
     "check_takes": "检查生成质量",
-    "check_takes_info": "与文字不符的片段（太长、太短、重复）自动重新生成",
+    "check_takes_info": "每段生成后检查时长是否与文字相符、有无重复；不合格的片段换一个随机种子重新生成（默认一次）。"
+                        "每次重试大约再花该片段原来的时间；合格的片段不多花时间。",
     "check_takes_server_off": "本服务器已关闭生成质量检查（--no-take-check）",
     "takes_off": "未检查生成质量。",
     "takes_ok": "已检查：{total} 个片段，全部正常。",
