@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 
 HISTORY_LIMIT = 20
 CHECKED_KEPT = 64  # validated jobs waiting for their run (one per click in flight)
+AWAIT_RUN_S = 600.0  # a checked click whose run has not started after this is forgotten
 CLOSED_KEPT = 1024  # closed pages remembered (a job asked for just before its page closed must not start)
 
 
@@ -84,6 +85,10 @@ class Handlers:
         self.glossaries = speech.glossaries
         self._stops: dict[str, threading.Event] = {}
         self._closed: OrderedDict[str, None] = OrderedDict()  # sessions whose page was closed (newest last)
+        # Stop before the run starts: a click checked by the validator waits for its run (session → when), and a
+        # Stop pressed meanwhile is kept for that run (Gradio's own cancel would mark the outputs "Error")
+        self._awaiting: dict[str, float] = {}
+        self._stop_pending: set[str] = set()
         self._checked: OrderedDict[str, SpeechJob] = OrderedDict()  # the validator's jobs, for the run after it
         self._lock = threading.Lock()
 
@@ -117,15 +122,23 @@ class Handlers:
         audio_utils.check_format((options or OutputOptions()).fmt)  # before the work, not when it is written
         return self.speech.prepare(request, self.job_options(options, request.mode))
 
-    def check(self, request: SynthesisRequest, options: OutputOptions | None = None, key: str | None = None) -> None:
+    def check(self, request: SynthesisRequest, options: OutputOptions | None = None, key: str | None = None,
+              http_request=None) -> None:
         """The validator's step: prepare the job (raises InvalidRequest); with `key` (the click's inputs), the job
-        is kept for the run that follows, so one click checks its request once."""
+        is kept for the run that follows, so one click checks its request once. With `http_request`, its session
+        has a run on the way (a Stop pressed before it starts stops it)."""
         job = self.prepare(request, options)
-        if key is not None:
-            with self._lock:
+        with self._lock:
+            if key is not None:
                 self._checked[key] = job
                 while len(self._checked) > CHECKED_KEPT:
                     self._checked.popitem(last=False)
+            if http_request is not None:
+                session = _session(http_request)
+                self._stop_pending.discard(session)  # a new click: an old Stop is not for it
+                self._awaiting[session] = time.monotonic()
+                for stale in [s for s, at in self._awaiting.items() if time.monotonic() - at > AWAIT_RUN_S]:
+                    del self._awaiting[stale]
 
     def checked(self, key: str | None) -> SpeechJob | None:
         """The job the validator prepared for these inputs (taken: a second run prepares again)."""
@@ -147,7 +160,9 @@ class Handlers:
     def stop_flag(self, session: str) -> threading.Event:
         with self._lock:
             flag = threading.Event()
-            if session in self._closed:  # the page left before its job started (while it was being prepared)
+            self._awaiting.pop(session, None)
+            if session in self._closed or session in self._stop_pending:  # left or stopped before the run began
+                self._stop_pending.discard(session)
                 flag.set()
             self._stops[session] = flag
             return flag
@@ -157,11 +172,16 @@ class Handlers:
         return self.stop_flag(_session(request))
 
     def stop(self, request=None) -> bool:
-        """Stop the running job of the session of `request`; False when it has none."""
+        """Stop the running job of the session of `request`, or the run its last checked click is about to start;
+        False when it has neither."""
+        session = _session(request)
         with self._lock:
-            flag = self._stops.get(_session(request))
-        if flag is None or flag.is_set():
-            return False
+            flag = self._stops.get(session)
+            if flag is None or flag.is_set():
+                if session not in self._awaiting:
+                    return False
+                self._stop_pending.add(session)
+                return True
         flag.set()
         return True
 

@@ -187,7 +187,8 @@ def test_stop_shows_stopped_and_no_error_badge(offline_app: str, contexts, scree
     _generate(page, labels).click()
     _tab(page).locator(".result .progress-text").first.wait_for(timeout=60_000)
     stop = _tab(page).get_by_role("button", name=labels["stop"], exact=True)
-    assert "239, 68, 68" in stop.evaluate("e => getComputedStyle(e).backgroundColor")  # red while running
+    red = "e => getComputedStyle(e).backgroundColor.includes('239, 68, 68')"
+    page.wait_for_function(f"el => ({red})(el)", arg=stop.element_handle(), timeout=5_000)  # red while running
     stop.click()
     info = _tab(page).locator(".block.result-info")
     page.wait_for_function("([el, want]) => el.innerText.includes(want)",
@@ -195,7 +196,7 @@ def test_stop_shows_stopped_and_no_error_badge(offline_app: str, contexts, scree
     page.wait_for_timeout(1500)
     assert _no_error_badges(page) == 0
     assert page.get_by_text("Error", exact=True).count() == 0
-    assert "239, 68, 68" not in stop.evaluate("e => getComputedStyle(e).backgroundColor")  # quiet again
+    page.wait_for_function(f"el => !({red})(el)", arg=stop.element_handle(), timeout=5_000)  # quiet again
 
 
 @pytest.fixture()

@@ -59,3 +59,26 @@ def test_a_page_closed_while_its_job_was_prepared_never_runs_it(tmp_path: Path) 
     # another page of the same app is not affected
     *_, (_a, path, *_rest) = handlers.generate(request, OutputOptions(), [], None, None)
     assert Path(path).is_file() and engine.texts == ["Nobody is listening."]
+
+
+def test_stop_pressed_before_the_checked_run_starts_stops_it_and_idle_stop_does_nothing(tmp_path: Path) -> None:
+    from cosyvoice_ui.testing.fakes import RecordingEngine
+
+    class Page:
+        session_hash = "waiting"
+        headers = {"accept-language": "en"}
+
+    engine = RecordingEngine()
+    manager = ModelManager("fake", loader=lambda *_: engine, idle_unload_s=0, describe_model=lambda _: engine.info)
+    handlers = Handlers(manager, Settings(glossary_dir=tmp_path / "g"), tmp_path / "out")
+    request = SynthesisRequest(Mode.SFT, text="Not yet.", speaker="A")
+    assert handlers.stop(Page()) is False  # nothing running, nothing on the way: Stop changes nothing
+    handlers.check(request, key="click", http_request=Page())  # the validator passed; the run waits in the queue
+    assert handlers.stop(Page()) is True
+    *_, last = handlers.generate(request, OutputOptions(), [], Page(), None, job=handlers.checked("click"))
+    assert last[3] == "Stopped." and engine.texts == []
+    # the next click is not stopped by that Stop
+    handlers.check(request, key="again", http_request=Page())
+    *_, last = handlers.generate(request, OutputOptions(), [], Page(), None, job=handlers.checked("again"))
+    assert Path(last[1]).is_file() and engine.texts == ["Not yet."]
+    assert handlers.stop(Page()) is False

@@ -116,17 +116,17 @@ def wire_generate(page: Page, controls: Controls, fields: dict, make_meta: Calla
                                         job=handlers.checked(click_key(data))):
             yield shown(values, controls.subtitles is not None)
 
-    def validate(data: dict):
+    def validate(data: dict, request: gr.Request = None):
         verdicts = {component: gr.validate(True, "") for component in inputs}
         try:
-            handlers.check(request_of(data)[1], options.output(data), key=click_key(data))
+            handlers.check(request_of(data)[1], options.output(data), key=click_key(data), http_request=request)
         except InvalidRequest as exc:
             target = at_field.get(field_of(exc), first)
             verdicts[target] = gr.validate(False, strings.message(exc, options.language(data)))
         return verdicts
 
     def stop(data: dict, request: gr.Request):
-        # Stop is a state: the run is cancelled below, and its line says "Stopped" (nothing when none ran)
+        # Stop is a state: the run's line says "Stopped" (and nothing changes when none ran)
         if not handlers.stop(request):
             return gr.skip(), gr.skip()
         return plain_html(strings.label("stopped", options.language(data))), ""
@@ -134,10 +134,14 @@ def wire_generate(page: Page, controls: Controls, fields: dict, make_meta: Calla
     # Private: the tab events carry browser state (history, language); the public API is api_tools.py.
     shared = dict(outputs=controls.outputs + [options.history], concurrency_limit=page.settings.concurrency,
                   concurrency_id="synthesis", api_visibility="private")
-    cancels = [controls.generate.click(run, inputs=inputs, validator=validate, **shared)]
-    if trigger is not None:  # Stop also ends the filling (an example may be recording)
-        cancels += [trigger, trigger.success(run, inputs=inputs, **shared)]
-    controls.stop.click(stop, inputs={options.lang}, outputs=[controls.info, controls.takes], cancels=cancels,
+    # Stop ends a run through the handlers' stop flag (the run then says "Stopped"), not through Gradio's cancel,
+    # which would leave "Error" on every output; only the filling of an example is cancelled outright.
+    controls.generate.click(run, inputs=inputs, validator=validate, **shared)
+    cancels = []
+    if trigger is not None:
+        cancels.append(trigger)
+        trigger.success(run, inputs=inputs, **shared)
+    controls.stop.click(stop, inputs={options.lang}, outputs=[controls.info, controls.takes], cancels=cancels or None,
                         queue=False, show_progress="hidden", api_visibility="private")
 
 
