@@ -91,9 +91,10 @@ def assert_stops(ui, fn, data: dict, expect: Refusal, validated: bool = True) ->
 
 
 def assert_audio(outputs: list) -> None:
-    audio, path, _subtitles, info, _takes, history = outputs[-1]
+    audio, download, _subtitles, info, _takes, history = outputs[-1]
     rate, wave = audio
-    assert rate == 22050 and len(wave) > 0 and np.isfinite(wave).all() and Path(path).is_file()
+    assert download["visible"] is True  # the tab's download box appears with its file
+    assert rate == 22050 and len(wave) > 0 and np.isfinite(wave).all() and Path(download["value"]).is_file()
 
 
 def assert_still_serving(ui) -> None:
