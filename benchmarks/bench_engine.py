@@ -26,6 +26,7 @@ and the KV/position reads are not in the floor (it is a lower bound).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import inspect
 import json
@@ -227,6 +228,21 @@ def floor_estimate(machine: dict, llm_bytes: int, tokens: int, flow_flops: int, 
 
 # --- the benchmark ---------------------------------------------------------------------------------
 
+@contextlib.contextmanager
+def busy_neighbours(cores: int):
+    """`cores` other processes, each spinning one core at 100 % (a neighbour on a shared server), while the block
+    runs."""
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(cores)]
+    try:
+        if spinners:
+            time.sleep(0.5)  # they are running before the measurement starts
+        yield
+    finally:
+        for spinner in spinners:
+            spinner.kill()
+            spinner.wait()
+
+
 def spread(values: list[float]) -> dict[str, float]:
     return {"min": min(values), "median": statistics.median(values), "max": max(values)}
 
@@ -263,10 +279,11 @@ def run(args: argparse.Namespace, scratch: Path) -> dict:
     frontend_cached_s = time.perf_counter() - start
     model_input = build_input(engine, features, workload)
 
-    offline = [render_offline(engine, model_input, workload.output_tokens, args.seed) for _ in range(args.runs)]
+    with busy_neighbours(args.busy_cores):  # the contention run: other processes keep cores busy meanwhile
+        offline = [render_offline(engine, model_input, workload.output_tokens, args.seed) for _ in range(args.runs)]
+        streams = [render_streaming(engine, model_input, workload.output_tokens, args.seed)
+                   for _ in range(args.stream_runs)]
     audio_s = offline[0][2].numel() / engine.info.sample_rate
-    streams = [render_streaming(engine, model_input, workload.output_tokens, args.seed)
-               for _ in range(args.stream_runs)]
     peak_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
 
     # Measured again at the end, keeping the better of each rate: on a shared machine another process
@@ -307,6 +324,7 @@ def run(args: argparse.Namespace, scratch: Path) -> dict:
         "tokens": len(tokens),
         "runs": args.runs,
         "threads": torch.get_num_threads(),
+        "busy_cores": args.busy_cores,
         "stages": stages,
         "frontend_s": frontend_s,
         "frontend_cached_s": frontend_cached_s,
@@ -356,7 +374,7 @@ def format_report(r: dict) -> str:
     rate = r["llm_tokens_per_s"]
     lines = [
         f"{r['model']['folder']} ({weights}) · precision {r['precision']} · {r['threads']} threads · "
-        f"torch {r['torch']}",
+        f"torch {r['torch']}" + (f" · {r['busy_cores']} cores kept busy by other processes" if r['busy_cores'] else ""),
         f"workload: {r['workload']} → {r['audio_s']:.2f} s of audio",
         f"engine: {engine}",
         f"machine: read {m['read_gb_s']:.1f} GB/s, copy {m['copy_gb_s']:.1f} GB/s, batch-1 GEMV "
@@ -430,6 +448,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--upstream-schedule", action="store_true",
                    help="stream with upstream's chunk schedule (first chunk after 100 + 20 tokens)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--busy-cores", type=int, default=0,
+                   help="keep this many cores busy with other processes during the runs (contention.py)")
     p.add_argument("--deviation", action="store_true",
                    help="also measure how far fast and extra-fast move the output from stock")
     p.add_argument("--cache-dir", default=str(DEFAULT_CACHE), help="where the random full-size model is kept")
