@@ -43,6 +43,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))  # run as a script from any directory, without installing the package
 
+import cosyvoice_ui  # noqa: E402, F401  (first: it sets OpenMP's spin count before torch loads, as the app does)
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 from torch.ao.nn.quantized.dynamic import Linear as DynamicQuantLinear  # noqa: E402

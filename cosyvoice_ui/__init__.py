@@ -8,10 +8,14 @@ Public surface (importing this package loads no model and no torch):
         ...
 """
 
-from .cosyvoice import families as _families  # noqa: F401  # light data: fills `known_models` with the checkpoints
-from .engine import Engine
-from .errors import Cancelled, CheckpointError, ConfigError, CosyVoiceError, InvalidRequest
-from .types import Audio, AudioChunk, EngineInfo, Mode, ProgressEvent, SynthesisRequest
+from .openmp import share_cores_politely
+
+share_cores_politely()  # before anything loads torch: OpenMP reads it once, when torch is loaded
+
+from .cosyvoice import families as _families  # noqa: F401, E402  # light data: fills `known_models` with the checkpoints
+from .engine import Engine  # noqa: E402
+from .errors import Cancelled, CheckpointError, ConfigError, CosyVoiceError, InvalidRequest  # noqa: E402
+from .types import Audio, AudioChunk, EngineInfo, Mode, ProgressEvent, SynthesisRequest  # noqa: E402
 
 __all__ = [
     "Audio", "AudioChunk", "Cancelled", "CheckpointError", "ConfigError", "CosyVoiceError", "Engine", "EngineInfo",

@@ -1,0 +1,39 @@
+"""How long torch's OpenMP threads spin before they sleep, set before torch is loaded.
+
+A batch-1 decode step is hundreds of short parallel regions. GNU OpenMP's default lets each idle thread spin for
+300,000 iterations at every barrier before it sleeps. On a quiet machine that saves a wake-up. But when another
+process holds one of the cores (a shared server: the UI, transcription, a second replica), the spinning threads
+take the CPU the working thread needs. Fast mode's v3 decode then went from 31 to 407 ms a token, 12.5x the RTF
+(benchmarks/contention.py).
+
+Measured by `python benchmarks/contention.py --family v3 --precision fast` (full-size random weights, 2 threads,
+one core kept busy by another process). RTF quiet → busy, one run per spin count:
+
+| spin count | quiet | busy | busy ÷ quiet |
+|---|---|---|---|
+| 300,000 (GNU's default) | 1.22 | 15.25 | 12.5 |
+| 20,000 | 1.12 | 3.59 | 3.2 |
+| 2,000 | 1.36 | 2.21 | 1.6 |
+| 0 (OMP_WAIT_POLICY=PASSIVE) | 1.56 | 1.99 | 1.3 |
+
+Then 2 alternating batches each, back to back:
+- 300,000: quiet 1.06–1.07, busy 13.2–16.4 (13.9×; decode 26 → 372–538 ms a token).
+- 5,000 (SPIN_COUNT): quiet 1.20–1.25, busy 2.41–2.44 (1.98×; decode 32–33 → 63 ms a token).
+
+So a neighbour costs about 2× (it takes one of the two cores) instead of 14×. The price is 13–17 % on a quiet
+machine. A dedicated box can take that back with GOMP_SPINCOUNT=300000, because an explicit GOMP_SPINCOUNT or
+OMP_WAIT_POLICY in the environment wins.
+"""
+
+from __future__ import annotations
+
+import os
+
+SPIN_COUNT = "5000"
+
+
+def share_cores_politely() -> None:
+    """Set GNU OpenMP's spin count unless the environment already decides it. It takes effect only if torch (and
+    its OpenMP runtime) has not been loaded yet, so the package calls it when it is imported."""
+    if "GOMP_SPINCOUNT" not in os.environ and "OMP_WAIT_POLICY" not in os.environ:
+        os.environ["GOMP_SPINCOUNT"] = SPIN_COUNT
