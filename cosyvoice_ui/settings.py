@@ -20,6 +20,13 @@ def default_take_retries() -> int:
     return int(value) if value.isdigit() else DEFAULT_TAKE_RETRIES
 
 
+def default_watermark() -> bool:
+    """Whether outputs are watermarked when no flag says: yes, unless COSYVOICE_WATERMARK is 0, off, false or no
+    (an owner's switch like `--no-watermark`; the test suite sets it off except in the tests of the mark, since
+    many tests compare rendered samples with the engine's own)."""
+    return os.environ.get("COSYVOICE_WATERMARK", "").strip().lower() not in ("0", "off", "false", "no")
+
+
 @dataclass(frozen=True)
 class Settings:
     """Everything a running instance needs to know that is not a model hyperparameter."""
@@ -57,6 +64,9 @@ class Settings:
     asr_model: str = "auto"  # transcription: "auto" (a downloaded Whisper, else pocketsphinx), or a model name
     take_retries: int = field(default_factory=default_take_retries)  # bad-take retries per segment (0 = check only)
     check_takes: bool = True  # --no-take-check: neither check nor retry takes
+    # Every output carries the PerTh watermark (serving/watermarking.py); only the owner turns it off
+    # (--no-watermark): no request field reaches this
+    watermark: bool = field(default_factory=default_watermark)
     # --allowed-origin: other web origins whose pages may use this server (CORS with credentials, cross-site POST)
     allowed_origins: tuple[str, ...] = ()
     # What the stores keep at most (a clear 507 at the cap; 0 = no cap)

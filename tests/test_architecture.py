@@ -18,7 +18,8 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "cosyvoice_ui"
 ROOT = "cosyvoice_ui"
 MAX_LINES = 500
-FOLDERS = ("cosyvoice", "offline", "asr", "serving", "studio", "api", "ui", "cli", "web", "cluster", "testing")
+FOLDERS = ("cosyvoice", "offline", "asr", "watermark", "serving", "studio", "api", "ui", "cli", "web", "cluster",
+           "testing")
 MODEL_LIBRARIES = {"torch", "onnxruntime", "onnx", "transformers", "pocketsphinx"}
 WEB_LIBRARIES = {"fastapi", "starlette", "uvicorn"}
 UI_LIBRARIES = {"gradio", "gradio_client"}
@@ -32,7 +33,9 @@ ALLOWED: dict[str, tuple[tuple[str, ...], set[str]]] = {
     "offline": (("cosyvoice.frontend.features",), WEB_LIBRARIES | UI_LIBRARIES | SCALE_LIBRARIES),
     # The transcription backend (Whisper through transformers, pocketsphinx): model code over the root only.
     "asr": ((), WEB_LIBRARIES | UI_LIBRARIES | SCALE_LIBRARIES),
-    "serving": (("cosyvoice", "offline", "asr"), WEB_LIBRARIES | UI_LIBRARIES | SCALE_LIBRARIES),
+    # The PerTh watermark (its network and front end, torch): model code over the root only.
+    "watermark": ((), WEB_LIBRARIES | UI_LIBRARIES | SCALE_LIBRARIES),
+    "serving": (("cosyvoice", "offline", "asr", "watermark"), WEB_LIBRARIES | UI_LIBRARIES | SCALE_LIBRARIES),
     # Long-form work (scripts, takes, audiobooks, subtitles) drives an Engine it is given: no model code.
     "studio": (("serving",), MODEL_LIBRARIES | WEB_LIBRARIES | UI_LIBRARIES | SCALE_LIBRARIES),
     "api": (("serving", "studio"), MODEL_LIBRARIES | UI_LIBRARIES | SCALE_LIBRARIES),
@@ -45,9 +48,10 @@ ALLOWED: dict[str, tuple[tuple[str, ...], set[str]]] = {
     "cluster": (("serving", "api", "web"), MODEL_LIBRARIES | UI_LIBRARIES),
     "testing": (FOLDERS, set()),
 }
-# Where serving/ may reach into a backend (and nothing else of serving/ may): the dispatch by model id, and
-# the transcription service into the ASR backend.
-SERVING_TO_BACKENDS = {"serving/backends.py": ("cosyvoice", "offline"), "serving/transcription.py": ("asr",)}
+# Where serving/ may reach into a backend (and nothing else of serving/ may): the dispatch by model id, the
+# transcription service into the ASR backend, the watermark service into the watermark.
+SERVING_TO_BACKENDS = {"serving/backends.py": ("cosyvoice", "offline"), "serving/transcription.py": ("asr",),
+                       "serving/watermarking.py": ("watermark",)}
 # The package's entry points: `load_engine` in __init__ loads a CosyVoice folder, and __init__ imports the families'
 # light data so the root's table of known models is full (`known_models.py`); `python -m` runs the CLI.
 ENTRY_POINTS = {ROOT: (f"{ROOT}.cosyvoice.loader", f"{ROOT}.cosyvoice.engine", f"{ROOT}.cosyvoice.families"),
@@ -117,10 +121,11 @@ def layer_violations(graph: dict[str, set[str]]) -> list[str]:
                 continue
             if not any(_inside(name, prefix) for prefix in allowed):
                 problems.append(f"{module} imports {name}")
-            elif folder == "serving" and target in ("cosyvoice", "offline", "asr") \
+            elif folder == "serving" and target in ("cosyvoice", "offline", "asr", "watermark") \
                     and target not in SERVING_TO_BACKENDS.get(rel, ()):
                 problems.append(f"{module} imports {name} (only serving/backends.py dispatches to a model "
-                                "backend, and serving/transcription.py to the ASR one)")
+                                "backend, serving/transcription.py to the ASR one and serving/watermarking.py to "
+                                "the watermark)")
     return problems
 
 
