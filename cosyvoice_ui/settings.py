@@ -10,6 +10,9 @@ DEFAULT_MODELS_DIR = Path("pretrained_models")
 # One retry: in benchmarks/bad_takes.py every caught bad take (187 of 187) was good after the first retry and none
 # needed a second, while each retry costs about one more render of its segment (README, "bad-take bands").
 DEFAULT_TAKE_RETRIES = 1
+# The audit trail of a public server when --audit-log names none (relative to the working folder, like voices/,
+# outputs/ and projects/): serving/audit.py
+DEFAULT_AUDIT_LOG = Path("logs") / "audit.jsonl"
 
 
 def default_take_retries() -> int:
@@ -73,6 +76,10 @@ class Settings:
     max_voices: int = 1000
     max_glossaries: int = 1000
     max_projects: int = 1000
+    # Consent and the audit trail on shared servers (serving/consent.py, serving/audit.py)
+    require_consent: bool | None = None  # --require-consent / --no-require-consent; None: on when public
+    audit_log: Path | None = None  # --audit-log FILE; None: DEFAULT_AUDIT_LOG when public, none on loopback
+    no_audit_log: bool = False  # --no-audit-log: no trail, even when public
     extra: dict = field(default_factory=dict)
 
     def with_(self, **changes: object) -> Settings:
@@ -86,6 +93,15 @@ class Settings:
     def is_public(self) -> bool:
         """True when reachable beyond this machine: a shared link or a non-loopback bind."""
         return self.share or self.host not in ("127.0.0.1", "localhost", "::1")
+
+    @property
+    def audit_path(self) -> Path | None:
+        """Where the audit trail is written: `--audit-log`, else DEFAULT_AUDIT_LOG on a public server (None: none)."""
+        if self.no_audit_log:
+            return None
+        if self.audit_log is not None:
+            return Path(self.audit_log)
+        return DEFAULT_AUDIT_LOG if self.is_public else None
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,15 @@ def _tiny(tmp_path_factory: pytest.TempPathFactory, name: str, **options) -> Pat
 
 
 @pytest.fixture(scope="session", autouse=True)
+def _audit_trail_in_tmp(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """A public server keeps an audit trail by default (`settings.DEFAULT_AUDIT_LOG`, in the working folder):
+    the public apps tests build in this process write theirs to a temporary folder, not into the checkout."""
+    import cosyvoice_ui.settings as settings
+
+    settings.DEFAULT_AUDIT_LOG = tmp_path_factory.mktemp("audit") / "audit.jsonl"
+
+
+@pytest.fixture(scope="session", autouse=True)
 def _single_thread() -> None:
     """Tiny models run faster on one thread (and tests are never timed)."""
     import torch

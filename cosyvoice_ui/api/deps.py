@@ -11,6 +11,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
+from ..serving.audit import Caller
 from .schemas import error_responses
 from .security import Guard, client_address
 from .service import ApiService
@@ -19,7 +20,8 @@ from .service import ApiService
 # upload cap answer 401/403/429/413 on every protected route, the origin guard 403/421 and the JSON depth cap
 # 400; each route adds its own.
 ERRORS = error_responses(400, 401, 403, 413, 421, 429)
-SYNTHESIS_ERRORS = error_responses(400, 404, 415, 422, 502, 503)  # bad body, unknown voice/model, engine
+# bad body, unknown voice/model, no consent for a new recording on a shared server, engine
+SYNTHESIS_ERRORS = error_responses(400, 404, 415, 422, 428, 502, 503)
 
 
 def api_service(request: Request) -> ApiService:
@@ -33,7 +35,14 @@ def client_id(request: Request) -> str:
     """Authentication, then the rate limit: the first thing every protected route runs (before its body
     is even parsed, so unauthenticated callers learn nothing). Returns the client id."""
     guard: Guard = request.app.state.api_guard
-    return guard(request.headers, client_address(request.client.host if request.client else None, request.headers))
+    client = guard(request.headers, client_address(request.client.host if request.client else None, request.headers))
+    request.state.who = guard.who(client)  # the audit trail's name for the caller: a key id, never the key
+    return client
+
+
+def caller(request: Request, surface: str) -> Caller:
+    """Who asks (a key id, or None on an open server) through which surface; a cluster's ingress is one surface."""
+    return Caller(getattr(request.app.state, "surface", None) or surface, getattr(request.state, "who", None))
 
 
 Service = Annotated[ApiService, Depends(api_service)]

@@ -16,6 +16,7 @@ from fastapi.responses import JSONResponse
 from .service import ModelNotFound, ModelUnavailable, PayloadTooLarge, QueueFull, VoiceNotFound
 from .studio_service import GlossaryNotFound
 from ..errors import Cancelled, CosyVoiceError, InvalidRequest
+from ..serving.consent import ConsentRequired
 from ..serving.manager import ShuttingDown
 from ..serving.remote import RemoteBusy, RemoteError
 from ..serving.voices import VoiceNameTaken, VoiceStoreUnwritable
@@ -35,6 +36,7 @@ STATUS_BY_ERROR: dict[type[BaseException], int] = {
     StoreFull: 507,  # the store holds as many items as --max-voices / --max-glossaries allow
     ModelNotFound: 404,
     GlossaryNotFound: 404,
+    ConsentRequired: 428,  # a shared server needs the speaker's consent for a new recording ("consent": true)
     InvalidRequest: 422,  # the request is well-formed but this model cannot serve it as given
     QueueFull: 503,
     ModelUnavailable: 503,

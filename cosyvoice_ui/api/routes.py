@@ -34,7 +34,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from .deps import ERRORS, PROTECTED, SYNTHESIS_ERRORS, Service
+from .deps import ERRORS, PROTECTED, SYNTHESIS_ERRORS, Service, caller
 from .errors import ApiError, add_error_handlers, route_error, validation_error
 from .schemas import (InstructionRecord, ModelList, ModelRecord, SpeechBody, SpeechVoiceList, TTSBody,
                       TTSResult, VoiceBody, VoiceList, VoiceRecord)
@@ -208,8 +208,8 @@ def stream_response(service: ApiService, job: Prepared, sse: bool = False) -> St
              "segment re-rendered (`take_retries`, `check_takes`; the result's `takes`, header X-Take-Retries). "
              "`glossary` rewrites words first. `subtitles: srt | vtt` returns subtitles timed on the returned "
              "audio, one cue per text segment; only here (not on /v1/audio/speech) and not with `stream`.")
-def tts(body: TTSBody, service: Service):
-    job = service.tts_request(body)
+def tts(body: TTSBody, service: Service, request: Request):
+    job = service.tts_request(body, caller(request, "rest"))
     if body.stream:
         return stream_response(service, job)
     result = service.run(job)
@@ -231,8 +231,8 @@ def tts(body: TTSBody, service: Service):
              description="Extensions: `seed`, `normalize`, `glossary` (a saved id or inline {word: pronunciation}). "
              "Takes are checked and bad segments re-rendered with the server's settings (X-Take-Retries). "
              "Subtitles are not offered here: use POST /tts with `subtitles`.")
-def speech(body: SpeechBody, service: Service):
-    job, streaming = service.speech_request(body)
+def speech(body: SpeechBody, service: Service, request: Request):
+    job, streaming = service.speech_request(body, caller(request, "openai"))
     if streaming is not None:
         return stream_response(service, job, sse=streaming == "sse")
     result: Finished = service.run(job)
@@ -260,7 +260,7 @@ def speech_models(service: Service):
 VOICE_UPLOAD = {"requestBody": {"required": True, "content": {
     "application/json": {"schema": VoiceBody.model_json_schema()},
     "multipart/form-data": {"schema": {"type": "object", "required": ["name", "audio"], "properties": {
-        "name": {"type": "string"}, "transcript": {"type": "string"},
+        "name": {"type": "string"}, "transcript": {"type": "string"}, "consent": {"type": "boolean"},
         "audio": {"type": "string", "format": "binary"}}}}}}}
 
 
@@ -269,7 +269,7 @@ def voice_record(service: ApiService, voice: SavedVoice, ready: bool | None = No
 
 
 @voice_routes.post("/v1/voices", status_code=201, response_model=VoiceRecord, openapi_extra=VOICE_UPLOAD,
-                   responses=error_responses(400, 409, 415, 422, 502, 503, 507),
+                   responses=error_responses(400, 409, 415, 422, 428, 502, 503, 507),
              summary="Save a cloned voice (prompt audio + transcript) and get its id")
 async def add_voice(request: Request, service: Service):
     # The body is read by hand: it is JSON or multipart, which one declared body parameter cannot be.
@@ -280,6 +280,7 @@ async def add_voice(request: Request, service: Service):
             raise InvalidRequest("prompt_missing", "send the recording as a file field named 'audio'")
         data: bytes | str = await upload.read()
         name, transcript = str(form.get("name") or ""), str(form.get("transcript") or "")
+        consent = form_flag(form.get("consent"))
     else:
         try:
             body = VoiceBody.model_validate(await request.json())
@@ -288,9 +289,15 @@ async def add_voice(request: Request, service: Service):
                 raise ApiError(415, "unsupported_media_type", "send the voice as JSON ('Content-Type: "
                                "application/json') or as multipart/form-data with a file field 'audio'") from None
             raise validation_error(exc) from None
-        data, name, transcript = body.audio, body.name, body.transcript
-    voice, ready = await run_in_threadpool(service.add_voice, name, data, transcript)
+        data, name, transcript, consent = body.audio, body.name, body.transcript, body.consent
+    voice, ready = await run_in_threadpool(service.add_voice, name, data, transcript, consent,
+                                           caller(request, "rest"))
     return JSONResponse(voice_record(service, voice, ready).model_dump(), status_code=201)
+
+
+def form_flag(value) -> bool:
+    """A form field's yes ("true", "1", "yes", "on"); anything else is no."""
+    return isinstance(value, str) and value.strip().lower() in ("true", "1", "yes", "on")
 
 
 @voice_routes.get("/v1/voices", response_model=VoiceList, summary="List saved voices")

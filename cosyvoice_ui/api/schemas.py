@@ -50,6 +50,10 @@ class TTSBody(BaseModel):
                                      "for its text, repeated speech) per segment; omitted: the server's setting")
     check_takes: bool | None = Field(None, description="false: neither check nor retry takes; omitted: the "
                                      "server's setting")
+    consent: bool = Field(False, description="true: you confirm that the speaker of prompt_audio agreed to have "
+                          "their voice cloned. A shared server (public bind or share link, or --require-consent) "
+                          "refuses a new recording without it: 428 consent_required. Not needed for a saved voice "
+                          "or a preset")
 
 
 class TakeRecord(BaseModel):
@@ -115,6 +119,10 @@ class VoiceBody(BaseModel):
     name: str = Field(description="display name; the id is made from it")
     transcript: str = Field("", description="what is said in the recording (needed for zero_shot)")
     audio: str = Field(description="base64 audio file, 3-30 s of clear speech")
+    consent: bool = Field(False, description="true: you confirm that the speaker of the recording agreed to have "
+                          "their voice cloned. A shared server (public bind or share link, or --require-consent) "
+                          "refuses a new recording without it: 428 consent_required. Not needed for a saved voice "
+                          "or a preset")
 
 
 class VoiceRecord(BaseModel):
@@ -126,6 +134,8 @@ class VoiceRecord(BaseModel):
     duration_s: float
     object: str = "voice"
     features: bool = Field(True, description="False when the loaded backend cannot use saved voices yet")
+    consent: dict | None = Field(None, description="{given, at (UTC), by (login or API key id)} when its speaker's "
+                                 "consent was confirmed on saving; null when it was not asked (loopback)")
 
 
 class VoiceList(BaseModel):
@@ -217,6 +227,8 @@ ERROR_STATUSES: dict[int, str] = {
          "127.0.0.1, or start it with --allowed-origin.",
     415: "The body is not JSON (or, where the route takes it, multipart/form-data).",
     422: "The request is well-formed but cannot be served as given (the message says what to change).",
+    428: "A shared server needs the speaker's consent for a new recording: send `\"consent\": true` with it (code "
+         "consent_required), or use a saved voice or a preset.",
     429: "Over the per-client rate limit; Retry-After says when to try again.",
     502: "The remote engine this server forwards to failed.",
     507: "The store holds as many items as this server keeps (--max-voices, --max-glossaries): delete one first.",

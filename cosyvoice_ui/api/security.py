@@ -139,6 +139,15 @@ def request_key(headers: dict[str, str] | object) -> str | None:
     return key.strip() if key and key.strip() else None
 
 
+def key_id(keys: tuple[str, ...], key: str) -> str | None:
+    """A key's id: `key-N`, N its place among the server's keys (the `--api-key` flags in order, then
+    COSYVOICE_API_KEYS; a generated key is key-1). Names who used a key in logs and records without the key."""
+    for index, known in enumerate(keys, start=1):
+        if secrets.compare_digest(key.encode(), known.encode()):
+            return f"key-{index}"
+    return None
+
+
 class Guard:
     """The check every protected route runs first: authentication, then the rate limit."""
 
@@ -181,6 +190,10 @@ class Guard:
 
     def accepts(self, key: str) -> bool:
         return any(secrets.compare_digest(key.encode(), k.encode()) for k in self.keys)
+
+    def who(self, client: str) -> str | None:
+        """The audit trail's name for a client `authenticate` returned: its key's id, never the key (None: none)."""
+        return key_id(self.keys, client[4:]) if client.startswith("key:") else None
 
     def __call__(self, headers, client_host: str | None) -> str:
         client = self.authenticate(headers, client_host)

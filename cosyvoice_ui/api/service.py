@@ -19,6 +19,7 @@ import numpy as np
 from .. import audio as audio_utils
 from .stream import STREAM_FORMATS
 from .studio_service import NotesCache, RunNotes, StudioService, glossary_tag, policy_tag, subtitle_choice
+from ..serving.audit import Caller
 from ..serving.default_voice import DEFAULT_NAME, VoiceRef, VoiceResolver
 from ..errors import CosyVoiceError, InvalidRequest
 from ..known_models import models_for, name_list
@@ -31,7 +32,7 @@ from ..settings import Settings
 from ..types import Audio, CheckedRequest, EngineInfo, Mode, SynthesisRequest
 from ..validation import infer_mode, mode_hint
 from ..serving.voice_aliases import GENERIC_MODELS, OPENAI_MODELS, VoiceAliases
-from ..serving.voice_service import delete_voice, save_voice
+from ..serving.voice_service import delete_voice
 from ..serving.voices import SavedVoice, VoiceLibrary
 
 log = logging.getLogger(__name__)
@@ -182,8 +183,8 @@ class ApiService:
                                  mode=mode.value)
         return voice
 
-    def tts_request(self, body) -> Prepared:
-        """`POST /tts` body → a checked request."""
+    def tts_request(self, body, caller: Caller = Caller("rest")) -> Prepared:  # noqa: B008 (a frozen record)
+        """`POST /tts` body → a checked request; `caller`: who asks, through which surface (the audit trail)."""
         info = self.manager.require_info()  # an unreadable model says why, not "unknown voice"
         self.check_model(body.model or "", info)
         presets = info.speakers if info else ()
@@ -216,10 +217,10 @@ class ApiService:
         subtitles = subtitle_choice(body.subtitles, body.stream)
         options = JobOptions(glossary=body.glossary, check_takes=body.check_takes, take_retries=body.take_retries,
                              loudness=audio_utils.DEFAULT_LUFS if body.normalize else None,
-                             mode_given=bool(body.mode))
+                             mode_given=bool(body.mode), consent=bool(getattr(body, "consent", False)), caller=caller)
         return Prepared(self.speech.prepare(request, options, info), fmt, subtitles)
 
-    def speech_request(self, body) -> tuple[Prepared, str | None]:
+    def speech_request(self, body, caller: Caller = Caller("openai")) -> tuple[Prepared, str | None]:  # noqa: B008
         """`POST /v1/audio/speech` body → (checked request, how to stream: None | "audio" | "sse")."""
         info = self.manager.require_info()  # an unreadable model says why, not "unknown voice"
         self.check_model(body.model, info)
@@ -258,7 +259,8 @@ class ApiService:
         request = SynthesisRequest(mode=mode, text=body.input, instruct_text=instructions, speaker=ref.id,
                                    speed=body.speed, seed=body.seed, stream=stream is not None)
         fmt = self.output_format(fmt, streamed=stream is not None)
-        options = JobOptions(glossary=body.glossary, loudness=audio_utils.DEFAULT_LUFS if body.normalize else None)
+        options = JobOptions(glossary=body.glossary, loudness=audio_utils.DEFAULT_LUFS if body.normalize else None,
+                             caller=caller)
         return Prepared(self.speech.prepare(request, options, info), fmt), stream
 
     # --- voices and models by name ------------------------------------------------------------------
@@ -346,7 +348,14 @@ class ApiService:
                            takes=policy_tag(job.policy), glossary=glossary_tag(job.glossary))
 
     def cached(self, job: Prepared) -> CachedResult | None:
-        return self.cache.get(self.cache_key(job))
+        """A recent identical result (its replay is logged like a job: the audit trail)."""
+        key = self.cache_key(job)
+        hit = self.cache.get(key)
+        if hit is not None:
+            notes = self.notes.get(key)
+            self.speech.replayed(job.job, len(hit.samples) / hit.sample_rate if hit.sample_rate else 0.0,
+                                 notes.marked if notes is not None else None)
+        return hit
 
     def run(self, job: Prepared) -> Finished:
         """The whole result (from the cache when the same seeded request ran recently)."""
@@ -354,10 +363,11 @@ class ApiService:
         notes = self.notes.get(key)
         hit = self.cache.get(key) if notes is not None else None  # a hit needs its cues and takes too
         if hit is not None:
+            self.speech.replayed(job.job, len(hit.samples) / hit.sample_rate if hit.sample_rate else 0.0, notes.marked)
             return Finished(hit.samples, hit.sample_rate, hit.seed, True, notes)
         self._check_queue()
         rendered = self.speech.render(job.job)
-        notes = RunNotes(rendered.cues, rendered.takes)
+        notes = RunNotes(rendered.cues, rendered.takes, bool(getattr(rendered, "watermarked", False)))
         self.cache.put(key, rendered.samples, rendered.sample_rate, rendered.seed)
         self.notes.put(key, notes)
         return Finished(rendered.samples, rendered.sample_rate, rendered.seed, False, notes)
@@ -385,13 +395,15 @@ class ApiService:
 
     # --- saved voices -------------------------------------------------------------------------------------
 
-    def add_voice(self, name: str, data: bytes | str, transcript: str) -> tuple[SavedVoice, bool]:
-        """Store a voice sent as file bytes/base64 (see `voice_service.save_voice`)."""
+    def add_voice(self, name: str, data: bytes | str, transcript: str, consent: bool = False,
+                  caller: Caller = Caller("rest")) -> tuple[SavedVoice, bool]:  # noqa: B008 (a frozen record)
+        """Store a voice sent as file bytes/base64 (`SpeechJobs.save_voice`: the consent rule, the audit trail)."""
         audio = self.decode_audio(data, "voice audio")
         if audio is None:
             raise InvalidRequest("prompt_missing", "no audio was sent: add the recording of the voice (3-30 s)")
+        self.speech.consent.check_saving(audio, consent)  # before waiting in the queue
         self._check_queue()  # its features are computed by a queued job, so it counts against the same limit
-        return save_voice(self.manager, self.library, name, audio, transcript)
+        return self.speech.save_voice(name, audio, transcript, consent, caller, self.library)
 
     def remove_voice(self, voice_id: str) -> None:
         """Forget a saved voice (its recording, features and registration); `VoiceNotFound` if unknown."""

@@ -55,6 +55,7 @@ class RunNotes:
 
     cues: tuple[Cue, ...] = ()
     takes: tuple[SegmentReport, ...] = ()
+    marked: bool | None = None  # the result carries the watermark (None: not known), for the audit trail's replays
 
     @property
     def retries(self) -> int:

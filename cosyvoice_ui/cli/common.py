@@ -143,12 +143,15 @@ def cli_settings(args) -> Settings:
     return Settings(voices_dir=Path(getattr(args, "voices_dir", None) or "voices"),
                     glossary_dir=Path(getattr(args, "glossary_dir", None) or "glossaries"), take_retries=retries,
                     check_takes=not getattr(args, "no_take_check", False),
-                    blocked_words_file=getattr(args, "blocked_words", None))
+                    blocked_words_file=getattr(args, "blocked_words", None),
+                    audit_log=getattr(args, "audit_log", None))
 
 
-def speech_jobs(args, glossary: Glossary | None = None, loudness: float | None = None):
+def speech_jobs(args, glossary: Glossary | None = None, loudness: float | None = None, surface: str = "cli"):
     """(the speech jobs, the options) of a CLI run: every text goes through `SpeechJobs.prepare`
-    (glossary, default voice, take policy, the one check) and `render_on` like the app's requests."""
+    (glossary, default voice, take policy, the one check) and `render_on` like the app's requests; with
+    `--audit-log`, each one's line names `surface` (cli, script, book)."""
+    from ..serving.audit import Caller
     from ..serving.default_voice import VoiceResolver
     from ..serving.jobs import JobOptions, SpeechJobs
     from ..serving.voices import VoiceLibrary
@@ -156,7 +159,8 @@ def speech_jobs(args, glossary: Glossary | None = None, loudness: float | None =
     settings = cli_settings(args)
     library = VoiceLibrary(settings.voices_dir)
     speech = SpeechJobs(None, settings, library, VoiceResolver(library), glossary_store(args))
-    options = JobOptions(glossary=glossary, loudness=loudness, mode_given=bool(getattr(args, "mode", None)))
+    options = JobOptions(glossary=glossary, loudness=loudness, mode_given=bool(getattr(args, "mode", None)),
+                         caller=Caller(surface))
     return speech, options
 
 

@@ -48,7 +48,8 @@ def synth_script(args) -> int:
     folder = Path(args.project) if args.project else out.with_suffix(".project")
     voice_map = read_json(args.voices, "voice map") if args.voices else None  # a typo stops before the model loads
     glossary = load_glossary(args.glossary, glossary_store(args))
-    speech, options = speech_jobs(args, glossary)  # bad take or blocked-words flags stop before the model
+    # bad take or blocked-words flags stop before the model
+    speech, options = speech_jobs(args, glossary, surface="script")
     progress = TerminalProgress()
     engine = load_engine(args, progress)
     project = open_project(folder, out.stem, script, args, fmt, progress)
@@ -229,7 +230,8 @@ def synth_book(args) -> int:
         raise InvalidRequest("flags_conflict", f"--out {out_dir.name} is a file; with --book it is the folder the "
                              "chapters and the book are written to")
     glossary = load_glossary(args.glossary, glossary_store(args))
-    speech, options = speech_jobs(args, glossary)  # bad take or blocked-words flags stop before the model
+    # bad take or blocked-words flags stop before the model
+    speech, options = speech_jobs(args, glossary, surface="book")
     progress = TerminalProgress()
     engine = load_engine(args, progress)
     choice, sample = book_voice(args, engine.info, speech.library.ids())

@@ -90,6 +90,9 @@ def add_synth_parser(sub) -> None:
                         help="refuse texts holding a word of this file (one per line), as the app's --blocked-words "
                              "does")
     checks.add_argument("--no-text-frontend", action="store_true", help="skip text normalisation and splitting")
+    checks.add_argument("--audit-log", type=Path, default=None, metavar="FILE",
+                        help="add one JSON line per synthesis to FILE, as the app's --audit-log does (no audio, no "
+                             "text: their hashes)")
     add_take_flags(checks)
     model = p.add_argument_group("model and speed")
     model.add_argument("--model-dir", type=Path, help="model folder (default: first one in pretrained_models/, else "

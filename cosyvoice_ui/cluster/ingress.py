@@ -205,6 +205,7 @@ def build_ingress_app(workers: dict, config: ClusterConfig):
     app = FastAPI(title="CosyVoice Studio API (cluster)", docs_url=None, redoc_url=None)
     app.state.manager = primary.manager
     app.state.settings = settings
+    app.state.surface = "cluster"  # the audit trail's name for every request the ingress serves
     add_routes(app, primary.manager, settings, service=primary)
     app.state.select_api = select
     app.state.other_apis = tuple(s for s in services.values() if s is not primary)

@@ -33,6 +33,8 @@ from .. import audio as audio_utils
 from ..errors import InvalidRequest
 from ..types import AudioChunk, CheckedRequest, EngineInfo, Mode, ProgressCallback, SynthesisRequest
 from ..validation import check_request
+from .audit import Caller, audit_log_for, speech_entry, voice_entry
+from .consent import Consent, ConsentPolicy
 from .content_policy import check_blocked, load_blocked_words
 from .default_voice import DEFAULT_NAME, VoiceRef, VoiceResolver
 from .glossary import Glossary, GlossaryStore, resolve_glossary, with_glossary
@@ -42,6 +44,8 @@ from .takes import RetryPolicy, SegmentReport, guarded_synthesis, policy_from_se
 if TYPE_CHECKING:
     from ..engine import Engine
     from ..settings import Settings
+    from ..types import Audio
+    from .audit import AuditLog
     from .manager import ModelManager
     from .voices import VoiceLibrary
 
@@ -57,6 +61,8 @@ class JobOptions:
     take_retries: int | None = None  # None: the server's (--take-retries)
     loudness: float | None = audio_utils.DEFAULT_LUFS  # the whole result's loudness (LUFS); None: as rendered
     mode_given: bool = True  # False: the mode was only inferred, so a default voice may make it a clone
+    consent: bool = False  # the caller confirms a new recording's speaker agreed (serving/consent.py)
+    caller: Caller = Caller()  # who asks, through which surface (the audit trail: serving/audit.py)
 
 
 @dataclass(frozen=True)
@@ -70,6 +76,8 @@ class SpeechJob:
     voice: VoiceRef | None  # a saved or built-in voice to register with the engine first
     loudness: float | None
     seed_given: bool
+    caller: Caller = Caller()
+    audit: AuditLog | None = None  # where the job's line goes when it ends (None: no trail)
 
 
 @dataclass(frozen=True)
@@ -132,6 +140,8 @@ class SpeechJobs:
         self.glossaries = glossaries if glossaries is not None else GlossaryStore(settings.glossary_dir,
                                                                                   settings.max_glossaries)
         self.blocked = load_blocked_words(settings.blocked_words_file)
+        self.consent = ConsentPolicy.from_settings(settings)
+        self.audit = audit_log_for(settings)
 
     def glossary(self, value: object) -> Glossary | None:
         """The glossary a request names (a saved id, inline entries, a `Glossary`); `glossary_unknown` else."""
@@ -149,6 +159,7 @@ class SpeechJobs:
         written = request.text
         request = with_glossary(request, glossary, info)  # the rewritten text is what the check and model see
         request, voice = self.resolver.apply(request, info, mode_given=options.mode_given)
+        self.consent.check_request(request, options.consent)
         check_blocked((written, request.text, request.instruct_text), self.blocked)
         policy = request_policy(self.settings, options.take_retries, options.check_takes)
         voice = voice or self._saved_voice(request.speaker)
@@ -161,7 +172,8 @@ class SpeechJobs:
             from .transcription import check_transcript_fits
 
             check_transcript_fits(request.prompt_text, request.prompt_audio.duration)
-        return SpeechJob(checked, written, glossary, policy, voice, options.loudness, seed_given)
+        return SpeechJob(checked, written, glossary, policy, voice, options.loudness, seed_given, options.caller,
+                         self.audit)
 
     def _saved_voice(self, speaker: str | None) -> VoiceRef | None:
         """The saved or built-in voice a request names as its speaker (registered with the engine first)."""
@@ -179,6 +191,26 @@ class SpeechJobs:
                 and request.prompt_audio is None and not (request.prompt_text.strip() or voice.transcript):
             raise InvalidRequest("transcript_missing", f"saved voice {voice.id!r} has no transcript; use "
                                  "cross_lingual mode, or pass prompt_text")
+
+    def save_voice(self, name: str, audio: Audio, transcript: str, consent: bool = False, caller: Caller = Caller(),
+                   library: VoiceLibrary | None = None):  # noqa: B008 (a frozen record)
+        """The one way every surface saves a voice: the consent rule, `voice_service.save_voice` (the record keeps
+        the consent), the audit line. Returns (voice, features ready)."""
+        from .voice_service import save_voice
+
+        self.consent.check_saving(audio, consent)
+        record = Consent(consent, caller.who).record()
+        voice, ready = save_voice(self.manager, library or self.library, name, audio, transcript, consent=record)
+        if self.audit is not None:
+            self.audit.write(voice_entry(caller, voice.id, audio, record))
+        return voice, ready
+
+    def replayed(self, job: SpeechJob, seconds: float, marked: bool | None) -> None:
+        """A recent result served again from a cache (no job ran): the audit line still says who got it."""
+        if job.audit is not None:
+            model = getattr(self.manager.info(), "name", "") if self.manager is not None else ""
+            job.audit.write(speech_entry(job.caller, model, job.request, job.original_text, _voice_id(job),
+                                         seconds, marked, cached=True))
 
     def render(self, job: SpeechJob, progress: ProgressCallback | None = None,
                cancel: threading.Event | None = None) -> Rendered:
@@ -231,6 +263,8 @@ class _Run:
         self.pieces: list[np.ndarray] = []
         self.reports: list[SegmentReport] = []
         self.stream = synthesize(engine, self.request, job.policy, progress, cancel, self.reports)
+        self.rendered: Rendered | None = None
+        self.audited = False
 
     def chunks(self) -> Iterator[AudioChunk]:
         for chunk in self.stream:
@@ -239,6 +273,20 @@ class _Run:
             yield chunk
 
     def result(self) -> Rendered:
+        if self.rendered is None:  # once: the job's end (its audit line) is one event
+            self.rendered = self._finish()
+            self.audit(getattr(self.rendered, "watermarked", False), self.rendered.seconds)
+        return self.rendered
+
+    def audit(self, marked: bool | None, seconds: float, complete: bool = True) -> None:
+        """The job's line in the audit trail, once (serving/audit.py)."""
+        if self.audited or self.job.audit is None:
+            return
+        self.audited = True
+        self.job.audit.write(speech_entry(self.job.caller, self.info.name, self.request, self.job.original_text,
+                                          _voice_id(self.job), seconds, marked, complete=complete))
+
+    def _finish(self) -> Rendered:
         rate = self.info.sample_rate
         samples = audio_utils.join_chunks(self.pieces)
         if self.job.loudness is not None:
@@ -272,6 +320,7 @@ class Live:
                 yield self.first
             yield from self._chunks
             self.complete = True
+            self._run.result()  # the job's end: its whole result (and audit line), also for a caller that streams
         finally:
             self.release()
 
@@ -286,6 +335,9 @@ class Live:
             self._released = True
         if not self.complete:
             self.cancel.set()
+            if self._run.pieces:  # audio went out: a stopped stream is logged too, with what went out
+                self._run.audit(getattr(self._run, "marked", None),
+                                sum(len(p) for p in self._run.pieces) / max(1, self.sample_rate), False)
         try:
             self._chunks.close()
             close = getattr(self._run.stream, "close", None)  # the engine's generator: its own finally runs now
@@ -311,6 +363,14 @@ def synthesize(engine: Engine, request: CheckedRequest, policy: RetryPolicy | No
     if getattr(engine, "retries_takes", False):
         policy = RetryPolicy(enabled=False, retries=0)
     return guarded_synthesis(engine, request, policy, progress, cancel, report=report)
+
+
+def _voice_id(job: SpeechJob) -> str | None:
+    """The voice a job spoke in, as the audit trail names it: a saved, built-in or preset voice (a new recording is
+    named by its hash instead)."""
+    if job.voice is not None:
+        return job.voice.id
+    return job.request.speaker or None
 
 
 def readable_cues(cues: list[Cue], glossary: Glossary | None, info: EngineInfo | None,

@@ -41,15 +41,17 @@ def register_all(engine: Engine, library: VoiceLibrary) -> int:
 
 
 def save_voice(manager: ModelManager, library: VoiceLibrary, name: str, audio: Audio,
-               transcript: str) -> tuple[SavedVoice, bool]:
-    """Store a voice and compute its features with the manager's model (loading it if needed).
+               transcript: str, consent: dict | None = None) -> tuple[SavedVoice, bool]:
+    """Store a voice and compute its features with the manager's model (loading it if needed). `consent`: the
+    record of its speaker's consent (`consent.Consent.record`), kept with the voice; surfaces save through
+    `SpeechJobs.save_voice`, which checks the consent rule first.
 
     Returns (voice, features_ready); features_ready is False when the backend cannot use saved voices
     (the voice is kept for a CosyVoice model) or the model could not be loaded now. A recording the
     model cannot use at all (e.g. no speech tokens) is not kept.
     """
     info = manager.info()
-    voice = library.add(name, audio, transcript, reserved=info.speakers if info else ())
+    voice = library.add(name, audio, transcript, reserved=info.speakers if info else (), consent=consent)
     try:
         with manager.job() as engine:
             engine.register_voice(voice.id, library.audio(voice.id), voice.transcript, library.path(voice.id))

@@ -2,7 +2,7 @@
 
 Layout, one folder per voice under `voices_dir`:
 
-    voices_dir/<id>/voice.json                 id, name, transcript, created, sample_rate, duration_s
+    voices_dir/<id>/voice.json                 id, name, transcript, created, sample_rate, duration_s, consent
     voices_dir/<id>/prompt.wav                 the checked, silence-trimmed prompt (float32, original rate)
     voices_dir/<id>/features-<family>.safetensors   prompt features a backend computed (its own cache)
 
@@ -77,6 +77,9 @@ class SavedVoice:
     created: str  # ISO 8601, UTC
     sample_rate: int
     duration_s: float
+    # {"given": true, "at": UTC time, "by": login or key id} when its speaker's consent was confirmed on saving
+    # (serving/consent.py); None when it was not asked (loopback, the CLI) or the voice predates it
+    consent: dict | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -88,6 +91,14 @@ class VoiceNameTaken(InvalidRequest):
     def __init__(self, slug: str) -> None:
         super().__init__("voice_name_taken", f"too many voices are named like {slug!r}; choose another name",
                          name=slug)
+
+
+def _consent(value: object) -> dict | None:
+    """A stored consent record, kept to its three fields (anything else: none)."""
+    if not isinstance(value, dict) or value.get("given") is not True:
+        return None
+    by = value.get("by")
+    return {"given": True, "at": str(value.get("at") or ""), "by": str(by) if by is not None else None}
 
 
 def slugify(name: str) -> str:
@@ -160,7 +171,7 @@ class VoiceLibrary:
             data = json.loads(path.read_text(encoding="utf-8"))
             return SavedVoice(id=voice_id, name=str(data["name"]), transcript=str(data.get("transcript", "")),
                               created=str(data["created"]), sample_rate=int(data["sample_rate"]),
-                              duration_s=float(data["duration_s"]))
+                              duration_s=float(data["duration_s"]), consent=_consent(data.get("consent")))
         except FileNotFoundError:
             return None
         except (OSError, ValueError, KeyError, TypeError) as exc:
@@ -207,8 +218,10 @@ class VoiceLibrary:
 
     # --- writing --------------------------------------------------------------------------------------
 
-    def add(self, name: str, audio: Audio, transcript: str = "", reserved: tuple[str, ...] = ()) -> SavedVoice:
-        """Check and trim `audio`, store it with its transcript, and return the new voice's record.
+    def add(self, name: str, audio: Audio, transcript: str = "", reserved: tuple[str, ...] = (),
+            consent: dict | None = None) -> SavedVoice:
+        """Check and trim `audio`, store it with its transcript (and the record of its speaker's `consent`, when
+        given), and return the new voice's record.
 
         The id comes from `name` (made unique, and never equal to one of `reserved`, e.g. preset speakers).
         Raises `InvalidRequest` for an empty name, an over-long transcript or an unusable recording.
@@ -235,7 +248,8 @@ class VoiceLibrary:
         sf.write(wav, trimmed.samples, trimmed.sample_rate, format="WAV", subtype="FLOAT")
         voice = SavedVoice(id="", name=name, transcript=transcript,
                            created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                           sample_rate=trimmed.sample_rate, duration_s=round(trimmed.duration, 3))
+                           sample_rate=trimmed.sample_rate, duration_s=round(trimmed.duration, 3),
+                           consent=_consent(consent))
         staging = self.root / f".staging-{os.getpid()}-{secrets.token_hex(4)}"
         try:
             self.root.mkdir(parents=True, exist_ok=True)

@@ -316,7 +316,7 @@ class BookJob:
     # --- state ------------------------------------------------------------------------------------------------
 
     def _voice_print(self, engine_name: str) -> dict:
-        return {"choice": self.voice.to_dict(), "sample": audio_hash(self.sample_audio), "model": engine_name}
+        return {"choice": self.voice.identity(), "sample": audio_hash(self.sample_audio), "model": engine_name}
 
     def _mismatch(self, state: dict, engine_name: str, reading: str = "") -> str:
         """Why an existing state cannot be continued ("" when it can)."""

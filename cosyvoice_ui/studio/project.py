@@ -279,7 +279,7 @@ class Project:
             return False
         if take is None or take.text != line.text or not self.take_path(take).is_file():
             return True
-        return bool(take.voice) and take.voice != self.voice_for(line.speaker).to_dict()
+        return bool(take.voice) and take.voice != self.voice_for(line.speaker).identity()
 
     # --- voices ------------------------------------------------------------------------------------
 
@@ -335,7 +335,7 @@ class Project:
         self.takes_dir.mkdir(parents=True, exist_ok=True)
         write_atomic(self.takes_dir / file, encode(samples, rate, TAKE_FORMAT))
         take = Take(number, int(seed), line.text, file, len(samples) / rate if rate else 0.0, list(cues), check,
-                    attempts, self.voice_for(line.speaker).to_dict())
+                    attempts, self.voice_for(line.speaker).identity())
         line.takes.append(take)
         line.chosen = number
         return take

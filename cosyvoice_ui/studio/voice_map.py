@@ -39,18 +39,28 @@ class VoiceChoice:
     kind: "default" (the model's default voice), "saved" (`value` = saved voice id), "preset" (`value` = preset
     speaker), "sample" (`value` = the recording's file name in the project's `voices/`; `transcript` = what is
     said in it, optional: without it the line is cloned cross-lingually). `instruct`: an optional style text.
+    `consent`: a sample's speaker agreed to be cloned (a shared server asks: `serving/consent.py`).
     """
 
     kind: str = "default"
     value: str = ""
     transcript: str = ""
     instruct: str = ""
+    consent: bool = False
 
     def __post_init__(self) -> None:
         check_kind(self.kind)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """The JSON form (`consent` only when given, so records written before it read the same)."""
+        data = asdict(self)
+        if not self.consent:
+            del data["consent"]
+        return data
+
+    def identity(self) -> dict:
+        """What makes a take of this voice: the choice without the consent (ticking it changes no take)."""
+        return {key: value for key, value in asdict(self).items() if key != "consent"}
 
     @classmethod
     def from_dict(cls, data: dict | None) -> VoiceChoice:
@@ -60,7 +70,8 @@ class VoiceChoice:
             raise InvalidRequest("voice_choice_invalid", "a voice must be given as an object with a \"kind\" "
                                  "(default, saved, preset or sample)")
         return cls(kind=str(data.get("kind") or "default").strip().lower(), value=str(data.get("value") or ""),
-                   transcript=str(data.get("transcript") or ""), instruct=str(data.get("instruct") or ""))
+                   transcript=str(data.get("transcript") or ""), instruct=str(data.get("instruct") or ""),
+                   consent=data.get("consent") is True)
 
     def describe(self) -> str:
         """A short label for progress and lists, e.g. "preset 中文女", "sample bob.flac + instruction"."""
@@ -134,8 +145,9 @@ def prepare(text: str, choice: VoiceChoice, info: EngineInfo, speech: SpeechJobs
     builtin = _instructed_default(request, choice, info, speech.resolver)
     if builtin is not None:
         request = replace(request, speaker=builtin.id)
-    # mode_given=False: a line for the default voice is an sft request the default may turn into a clone
-    job = speech.prepare(request, replace(options, mode_given=False), info)
+    # mode_given=False: a line for the default voice is an sft request the default may turn into a clone; a sample
+    # carries its own consent (serving/consent.py decides whether it is needed)
+    job = speech.prepare(request, replace(options, mode_given=False, consent=options.consent or choice.consent), info)
     return replace(job, voice=builtin) if builtin is not None else job
 
 

@@ -55,6 +55,7 @@ class VoiceRow:
     sample: str | None = None  # a gr.Audio(type="filepath") value
     transcript: str = ""
     instruct: str = ""
+    consent: bool = False  # the box beside a sample: its speaker agreed to be cloned
 
 
 def read_script_file(path: str | Path | None) -> str:
@@ -132,12 +133,12 @@ def choice_of_row(row: VoiceRow, stored: VoiceChoice | None) -> tuple[VoiceChoic
         transcript = " ".join((row.transcript or "").split())
         if stored is not None and stored.kind == "sample" and stored.value and row.sample \
                 and Path(row.sample).name == Path(stored.value).name:
-            return VoiceChoice("sample", stored.value, transcript, instruct), None
+            return VoiceChoice("sample", stored.value, transcript, instruct, bool(row.consent)), None
         audio = read_audio(Path(row.sample), "prompt audio", PROMPT_LIMITS) if row.sample else None
         if audio is None:
             raise InvalidRequest("voice_sample_missing", "give a sample recording for this name (upload or record "
                                  "one)", sample="")
-        return VoiceChoice("sample", "", transcript, instruct), audio
+        return VoiceChoice("sample", "", transcript, instruct, bool(row.consent)), audio
     return VoiceChoice("default", instruct=instruct), None
 
 

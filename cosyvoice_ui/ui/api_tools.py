@@ -34,6 +34,7 @@ from ..api.schemas import TTSBody
 from ..api.service import PayloadTooLarge
 from ..errors import Cancelled, CosyVoiceError, InvalidRequest
 from ..known_models import models_for, name_list
+from ..serving.audit import Caller
 from ..types import Mode
 
 log = logging.getLogger(__name__)
@@ -52,6 +53,8 @@ _SEED = ("Random seed, 0-2147483647: the same seed and inputs give the same audi
 _FORMAT = "File format of the result: wav, mp3 or flac."
 _MATCH = ("Only for the offline default voice: quick (seconds) or refine (about a minute) matching of the "
           "recorded voice.")
+_CONSENT = ("true: you confirm that the speaker of the recording agreed to have their voice cloned. A shared server "
+            "(a public address or share link) refuses a new recording without it; not needed for a saved voice.")
 _DETAILS = ("The audio file, and details: seed (pass it again to reproduce), sample_rate, duration_s, format and "
             "cached (true when a recent identical request was replayed).")
 
@@ -76,7 +79,7 @@ class Endpoints:
         self.service = service
         self.output_dir = Path(output_dir)
 
-    def run(self, **fields) -> tuple[dict, dict]:
+    def run(self, caller: Caller = Caller("gradio_api"), **fields) -> tuple[dict, dict]:  # noqa: B008
         """Build a `TTSBody`, run it like `POST /tts` and write the audio file: (file, details)."""
         fmt = (fields.pop("format", None) or "wav").strip().lower()
         if fmt not in FILE_FORMATS:
@@ -84,7 +87,7 @@ class Endpoints:
                                  f"{', '.join(FILE_FORMATS)}", format=fmt)
         with _clear_errors():
             body = TTSBody(format=fmt, **{k: v for k, v in fields.items() if v is not None})
-            job = self.service.tts_request(body)
+            job = self.service.tts_request(body, caller)
             result = self.service.run(job)
             path = self._write(audio_utils.encode(result.samples, result.sample_rate, job.fmt), job.fmt)
         details = {"seed": result.seed, "sample_rate": result.sample_rate, "format": job.fmt, "cached": result.cached,
@@ -120,16 +123,25 @@ class Endpoints:
         data = self.upload(value, name, what)
         return base64.b64encode(data).decode() if data is not None else None
 
-    def add_voice(self, name: str, audio, transcript: str) -> dict:
+    def add_voice(self, name: str, audio, transcript: str, consent: bool = False,
+                  caller: Caller = Caller("gradio_api")) -> dict:  # noqa: B008 (a frozen record)
         if not (name or "").strip():
             raise InvalidRequest("voice_name_missing", "the voice needs a name: set `name`, e.g. \"narrator\"")
         data = self.upload(audio, "audio", "the recording of the voice (3-30 seconds of clear speech)")
         if data is None:
             raise InvalidRequest("prompt_missing", "no recording was sent: set `audio` to the recording of the "
                                  "voice (3-30 seconds of clear speech)")
-        voice, ready = self.service.add_voice(name.strip(), data, transcript or "")
+        voice, ready = self.service.add_voice(name.strip(), data, transcript or "", bool(consent), caller)
         return {"id": voice.id, "name": voice.name, "transcript": voice.transcript, "duration_s": voice.duration_s,
                 "features_ready": ready}
+
+
+def caller_of(request) -> Caller:
+    """Who calls an endpoint (the login, or the API key's id the key gate logged it in as) and how: MCP's tool
+    calls reach the endpoint through Gradio's own client, which says so in `x-gradio-user`."""
+    headers = getattr(request, "headers", None) or {}
+    surface = "mcp" if str(headers.get("x-gradio-user") or "") == "mcp" else "gradio_api"
+    return Caller(surface, getattr(request, "username", None) or None)
 
 
 def _file_data(path: Path, fmt: str) -> dict:
@@ -232,9 +244,13 @@ def _inputs(fn, files: tuple[str, ...] = ()) -> list:
     from gradio.utils import get_function_description
     from gradio_client.utils import python_type_to_json_schema
 
+    import gradio as gr
+
     _, described, _ = get_function_description(fn)
     components = []
     for name, param in inspect.signature(fn).parameters.items():
+        if param.annotation is gr.Request:  # Gradio fills it with the caller's request: no API input
+            continue
         default = None if param.default is inspect.Parameter.empty else param.default
         if name in files:
             schema = _file_schema(described[name])
@@ -267,6 +283,9 @@ def build_functions(endpoints: Endpoints) -> dict:
     """The public functions by API name (their signatures and docstrings are what clients see)."""
     from typing import Literal
 
+    import gradio as gr
+
+    Request = gr.Request  # Gradio passes the caller's request to a parameter of this type (not an API input)
     Fmt = Literal["wav", "mp3", "flac"]
     Match = Literal["quick", "refine"]
     run = endpoints.run
@@ -277,23 +296,26 @@ def build_functions(endpoints: Endpoints) -> dict:
           "OGG). Not needed when `voice` names a saved voice.",
           transcript="The exact words spoken in prompt_audio (a saved voice uses its stored transcript).",
           text=_TEXT, voice="Id of a saved voice to use instead of prompt_audio (see list_voices); empty: use "
-          "prompt_audio.", speed=_SPEED, seed=_SEED, format=_FORMAT, voice_match=_MATCH)
+          "prompt_audio.", speed=_SPEED, seed=_SEED, format=_FORMAT, voice_match=_MATCH, consent=_CONSENT)
     def clone(text: str, prompt_audio: dict | None = None, transcript: str = "", voice: str = "",
-              speed: float = 1.0, seed: int | None = None, format: Fmt = "wav", voice_match: Match = "quick"):
-        return run(mode=Mode.ZERO_SHOT.value, text=text, prompt_text=transcript or "", voice_id=voice or None,
+              speed: float = 1.0, seed: int | None = None, format: Fmt = "wav", voice_match: Match = "quick",
+              consent: bool = False, request: Request = None):
+        return run(caller_of(request), mode=Mode.ZERO_SHOT.value, text=text, prompt_text=transcript or "",
+                   voice_id=voice or None,
                    prompt_audio=None if voice else _b64(prompt_audio, "prompt_audio", "the voice to clone"),
-                   speed=speed, seed=seed, format=format, voice_match=voice_match or "quick")
+                   speed=speed, seed=seed, format=format, voice_match=voice_match or "quick", consent=bool(consent))
 
     @_doc("Read a text in another language with the voice of a recording (or a saved voice); no transcript needed.",
           _DETAILS, prompt_audio="Recording of the voice: 3-30 s of clear speech (WAV, FLAC, MP3 or OGG). Not "
           "needed when `voice` names a saved voice.", text=_TEXT + " Any language the model speaks.",
           voice="Id of a saved voice to use instead of prompt_audio (see list_voices); empty: use prompt_audio.",
-          speed=_SPEED, seed=_SEED, format=_FORMAT, voice_match=_MATCH)
+          speed=_SPEED, seed=_SEED, format=_FORMAT, voice_match=_MATCH, consent=_CONSENT)
     def cross_lingual(text: str, prompt_audio: dict | None = None, voice: str = "", speed: float = 1.0,
-                      seed: int | None = None, format: Fmt = "wav", voice_match: Match = "quick"):
-        return run(mode=Mode.CROSS_LINGUAL.value, text=text, voice_id=voice or None,
+                      seed: int | None = None, format: Fmt = "wav", voice_match: Match = "quick",
+                      consent: bool = False, request: Request = None):
+        return run(caller_of(request), mode=Mode.CROSS_LINGUAL.value, text=text, voice_id=voice or None,
                    prompt_audio=None if voice else _b64(prompt_audio, "prompt_audio", "the voice to use"),
-                   speed=speed, seed=seed, format=format, voice_match=voice_match or "quick")
+                   speed=speed, seed=seed, format=format, voice_match=voice_match or "quick", consent=bool(consent))
 
     @_doc("Read a text in a speaking style described in words: with a preset speaker "
           f"({name_list(models_for(Mode.INSTRUCT, instruct_voice=False))}) or a saved voice "
@@ -302,30 +324,32 @@ def build_functions(endpoints: Endpoints) -> dict:
           instructions="The speaking style, e.g. \"A cheerful young woman, speaking quickly\".", text=_TEXT,
           speed=_SPEED, seed=_SEED, format=_FORMAT, voice="Saved voice id, where instruct takes a voice.")
     def instruct(text: str, instructions: str, speaker: str = "", speed: float = 1.0,
-                 seed: int | None = None, format: Fmt = "wav", voice: str = ""):
-        return run(mode=Mode.INSTRUCT.value, text=text, speaker=speaker or None, instruct_text=instructions or "",
+                 seed: int | None = None, format: Fmt = "wav", voice: str = "", request: Request = None):
+        return run(caller_of(request), mode=Mode.INSTRUCT.value, text=text, speaker=speaker or None, instruct_text=instructions or "",
                    speed=speed, seed=seed, format=format, voice_id=(voice or "").strip() or None)
 
     @_doc("Read a text with one of the loaded model's preset speakers.", _DETAILS,
           speaker="Preset speaker of the loaded model (see list_voices); empty: the server's default voice.",
           text=_TEXT, speed=_SPEED, seed=_SEED, format=_FORMAT)
-    def preset(text: str, speaker: str = "", speed: float = 1.0, seed: int | None = None, format: Fmt = "wav"):
-        return run(mode=Mode.SFT.value, text=text, speaker=speaker or None, speed=speed, seed=seed, format=format)
+    def preset(text: str, speaker: str = "", speed: float = 1.0, seed: int | None = None, format: Fmt = "wav",
+               request: Request = None):
+        return run(caller_of(request), mode=Mode.SFT.value, text=text, speaker=speaker or None, speed=speed, seed=seed, format=format)
 
     @_doc("Voice conversion: re-speak the words of a recording in another voice.", _DETAILS,
           source_audio="Recording whose words are kept (WAV, FLAC, MP3 or OGG).",
           target_audio="Recording of the voice to convert to (3-30 s). Not needed when `voice` names a saved "
           "voice.", voice="Id of a saved voice to convert to instead of target_audio (see list_voices).",
-          speed=_SPEED, seed=_SEED, format=_FORMAT)
+          speed=_SPEED, seed=_SEED, format=_FORMAT, consent=_CONSENT.replace("the recording", "target_audio"))
     def convert(source_audio: dict, target_audio: dict | None = None, voice: str = "",
-                speed: float = 1.0, seed: int | None = None, format: Fmt = "wav"):
+                speed: float = 1.0, seed: int | None = None, format: Fmt = "wav", consent: bool = False,
+                request: Request = None):
         source = _b64(source_audio, "source_audio", "the recording whose words are kept")
         if source is None:
             raise InvalidRequest("source_missing", "no source recording was sent: set `source_audio` to the "
                                  "recording whose words should be re-spoken")
-        return run(mode=Mode.VC.value, source_audio=source, voice_id=voice or None,
+        return run(caller_of(request), mode=Mode.VC.value, source_audio=source, voice_id=voice or None,
                    prompt_audio=None if voice else _b64(target_audio, "target_audio", "the voice to convert to"),
-                   speed=speed, seed=seed, format=format)
+                   speed=speed, seed=seed, format=format, consent=bool(consent))
 
     @_doc("Turn text into speech with this server's voices and return an audio file (WAV, MP3 or FLAC). "
           "Call list_voices first to see the preset speakers and saved voices.",
@@ -334,9 +358,9 @@ def build_functions(endpoints: Endpoints) -> dict:
           "voice.", instructions="Optional speaking style in words, e.g. \"Speak slowly and calmly\" (needs an "
           "instruct model and a preset speaker).", speed=_SPEED, seed=_SEED, format=_FORMAT)
     def synthesize(text: str, voice: str = "", instructions: str = "", speed: float = 1.0, seed: int | None = None,
-                   format: Fmt = "wav"):
+                   format: Fmt = "wav", request: Request = None):
         # One result only: Gradio's MCP server flattens several results of a queued tool into one repr.
-        audio, _ = run(text=text, speaker=(voice or "").strip() or None, instruct_text=instructions or "",
+        audio, _ = run(caller_of(request), text=text, speaker=(voice or "").strip() or None, instruct_text=instructions or "",
                        speed=speed, seed=seed, format=format)
         return audio
 
@@ -352,9 +376,11 @@ def build_functions(endpoints: Endpoints) -> dict:
           "use saved voices yet).", name="Display name of the voice; its id is made from it (e.g. \"My "
           "Narrator\" → my-narrator).", audio="Recording of the voice: 3-30 s of clear speech (WAV, FLAC, MP3 "
           "or OGG); over MCP an http(s) URL or a data:audio/wav;base64,... URL.",
-          transcript="The exact words spoken in the recording (lets the voice clone in zero-shot mode; optional).")
-    def save_voice(name: str, audio: dict, transcript: str = ""):
-        return json.dumps(endpoints.add_voice(name, audio, transcript), ensure_ascii=False)
+          transcript="The exact words spoken in the recording (lets the voice clone in zero-shot mode; optional).",
+          consent=_CONSENT)
+    def save_voice(name: str, audio: dict, transcript: str = "", consent: bool = False, request: Request = None):
+        return json.dumps(endpoints.add_voice(name, audio, transcript, bool(consent), caller_of(request)),
+                          ensure_ascii=False)
 
     return {"clone": clone, "cross_lingual": cross_lingual, "instruct": instruct, "preset": preset,
             "convert": convert, "synthesize": synthesize, "list_voices": list_voices, "save_voice": save_voice}

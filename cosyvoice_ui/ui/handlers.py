@@ -21,6 +21,7 @@ import numpy as np
 from .. import audio as audio_utils
 from ..errors import Cancelled, CosyVoiceError, InvalidRequest
 from ..files import sweep_stale_temp, write_atomic
+from ..serving.audit import Caller
 from ..serving.default_voice import VoiceResolver
 from ..serving.glossary import Glossary, GlossaryStore
 from ..serving.jobs import JobOptions, SpeechJob, SpeechJobs
@@ -61,6 +62,11 @@ def _lang(request) -> str:
 
 def _session(request) -> str:
     return getattr(request, "session_hash", None) or "default"
+
+
+def caller_of(request, surface: str = "ui") -> Caller:
+    """Who uses the page (its login, or an API key's id; None without logins), for the audit trail."""
+    return Caller(surface, getattr(request, "username", None) or None)
 
 
 class Handlers:
@@ -109,25 +115,28 @@ class Handlers:
     # --- the job --------------------------------------------------------------------------------------
 
     @staticmethod
-    def job_options(options: OutputOptions | None, mode: Mode | None = None) -> JobOptions:
-        """A tab's output options as the job's: the glossary, the browser's take switch (off only), loudness."""
+    def job_options(options: OutputOptions | None, mode: Mode | None = None, consent: bool = False,
+                    caller: Caller | None = None) -> JobOptions:
+        """A tab's output options as the job's: the glossary, the browser's take switch (off only), loudness; the
+        consent box beside its sample and who asks (`caller_of`)."""
         options = options or OutputOptions()
         return JobOptions(glossary=options.glossary or None, check_takes=None if options.check_takes else False,
                           loudness=audio_utils.DEFAULT_LUFS if options.normalize else None,
-                          mode_given=mode is not Mode.SFT)
+                          mode_given=mode is not Mode.SFT, consent=bool(consent), caller=caller or Caller("ui"))
 
-    def prepare(self, request: SynthesisRequest, options: OutputOptions | None = None) -> SpeechJob:
+    def prepare(self, request: SynthesisRequest, options: OutputOptions | None = None, consent: bool = False,
+                caller: Caller | None = None) -> SpeechJob:
         """The checked job of a tab's request (`SpeechJobs.prepare`: glossary, default voice, blocked words,
-        take policy, the one check); InvalidRequest before any work, with no model loaded."""
+        consent, take policy, the one check); InvalidRequest before any work, with no model loaded."""
         audio_utils.check_format((options or OutputOptions()).fmt)  # before the work, not when it is written
-        return self.speech.prepare(request, self.job_options(options, request.mode))
+        return self.speech.prepare(request, self.job_options(options, request.mode, consent, caller))
 
     def check(self, request: SynthesisRequest, options: OutputOptions | None = None, key: str | None = None,
-              http_request=None) -> None:
+              http_request=None, consent: bool = False) -> None:
         """The validator's step: prepare the job (raises InvalidRequest); with `key` (the click's inputs), the job
         is kept for the run that follows, so one click checks its request once. With `http_request`, its session
         has a run on the way (a Stop pressed before it starts stops it)."""
-        job = self.prepare(request, options)
+        job = self.prepare(request, options, consent, caller_of(http_request))
         with self._lock:
             if key is not None:
                 self._checked[key] = job
@@ -223,7 +232,7 @@ class Handlers:
 
         lang = lang or _lang(http_request)
         try:
-            job = job or self.prepare(request, options)
+            job = job or self.prepare(request, options, bool((meta or {}).get("consent")), caller_of(http_request))
         except InvalidRequest as exc:
             raise refusal(strings.message(exc, lang), exc) from None
         cancel = self.cancel_flag(http_request)

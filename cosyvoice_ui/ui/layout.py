@@ -65,8 +65,9 @@ def build_ui(manager: ModelManager, settings: Settings, output_dir: Path | None 
             glossary = build_glossary(page)
             build_history(page)
         if page.saved.enabled:
-            page.saved.wire(demo, manager, page.options, button=clone.save, prompt=clone.prompt,
-                            transcript=clone.transcript, name=clone.voice_name, select=clone.saved)
+            page.saved.wire(demo, handlers.speech, page.options, button=clone.save, prompt=clone.prompt,
+                            transcript=clone.transcript, name=clone.voice_name, select=clone.saved,
+                            consent=clone.consent)
 
         # Each part says what it shows for the current model (`adapt`): one event updates them all.
         parts = [notices, page.options, clone, cross, preset, convert, script, book, glossary]

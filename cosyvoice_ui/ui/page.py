@@ -28,6 +28,19 @@ class Page:
         if self.options.glossary_store is not self.handlers.glossaries:
             object.__setattr__(self.options, "glossary_store", self.handlers.glossaries)
 
+    @property
+    def asks_consent(self) -> bool:
+        """This server requires the speaker's consent for a new recording (serving/consent.py)."""
+        return self.handlers.speech.consent.required
+
+    def consent_box(self):
+        """The box beside a sample where the user confirms its speaker agreed (shown only where consent is
+        required; its answer goes with the request, and the one rule in `SpeechJobs` decides)."""
+        import gradio as gr
+
+        return gr.Checkbox(False, label=self.t("consent_label"), info=self.t("consent_info"),
+                           visible=self.asks_consent, elem_classes=["consent-box"])
+
     def default_preset(self, info: EngineInfo | None) -> str | None:
         """The preset the preset tab starts on: the default voice when it is a preset."""
         ref = self.handlers.resolver.default(info)

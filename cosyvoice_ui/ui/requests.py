@@ -17,6 +17,7 @@ FIELD_OF_CODE = {
     "instruct_missing": "instruct_text",
     "speaker_unknown": "speaker", "no_speakers": "speaker", "voice_unknown": "speaker",
     "speed_out_of_range": "speed", "speed_invalid": "speed",
+    "consent_required": "consent",  # the box beside the sample
 }
 AUDIO_CODES = ("prompt_missing", "prompt_too_short", "prompt_too_long", "prompt_low_rate", "prompt_silent",
                "audio_unreadable", "audio_too_short", "audio_too_many_channels", "audio_rate_unsupported",
@@ -69,29 +70,30 @@ def _number(value, kind, what: str, default):
                              what=what) from None
 
 
-def _voice(prompt, saved: str | None) -> dict:
-    """A saved voice (by id) replaces the uploaded sample."""
+def _voice(prompt, saved: str | None, consent: bool = False) -> dict:
+    """A saved voice (by id) replaces the uploaded sample; a sample keeps the consent box's answer (a re-run from the
+    history keeps it too)."""
     if saved:
         return {"prompt": None, "speaker": saved, "voice": saved}
-    return {"prompt": prompt, "voice": "sample"}
+    return {"prompt": prompt, "voice": "sample", "consent": bool(consent)}
 
 
-def clone_meta(prompt, saved, transcript, text, voice_match: str = "quick") -> dict:
-    return {"mode": "zero_shot", **_voice(prompt, saved), "prompt_text": transcript, "text": text,
+def clone_meta(prompt, saved, transcript, text, voice_match: str = "quick", consent: bool = False) -> dict:
+    return {"mode": "zero_shot", **_voice(prompt, saved, consent), "prompt_text": transcript, "text": text,
             "voice_match": voice_match}
 
 
-def cross_meta(sub, prompt, saved, speaker, instruct, text, voice_match: str = "quick") -> dict:
+def cross_meta(sub, prompt, saved, speaker, instruct, text, voice_match: str = "quick", consent: bool = False) -> dict:
     if sub == "instruct":
         if speaker:  # a preset speaker (the -Instruct models); the tab offers none where instruct takes a voice
             return {"mode": "instruct", "speaker": speaker, "instruct_text": instruct, "text": text, "voice": speaker}
-        return {"mode": "instruct", **_voice(prompt, saved), "instruct_text": instruct, "text": text}
-    return {"mode": "cross_lingual", **_voice(prompt, saved), "text": text, "voice_match": voice_match}
+        return {"mode": "instruct", **_voice(prompt, saved, consent), "instruct_text": instruct, "text": text}
+    return {"mode": "cross_lingual", **_voice(prompt, saved, consent), "text": text, "voice_match": voice_match}
 
 
 def sft_meta(speaker, text) -> dict:
     return {"mode": "sft", "speaker": speaker, "text": text, "voice": speaker}
 
 
-def vc_meta(source, target, saved) -> dict:
-    return {"mode": "vc", "source": source, **_voice(target, saved)}
+def vc_meta(source, target, saved, consent: bool = False) -> dict:
+    return {"mode": "vc", "source": source, **_voice(target, saved, consent)}

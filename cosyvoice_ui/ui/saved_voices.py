@@ -3,9 +3,9 @@ voice: one list for all of them, refreshed on page load and after each save."""
 
 # No `from __future__ import annotations`: Gradio finds `progress=gr.Progress()` by its default value.
 from ..errors import InvalidRequest
-from ..serving.manager import ModelManager
-from ..serving.voice_service import save_voice
+from ..serving.jobs import SpeechJobs
 from . import strings
+from .handlers import caller_of
 from .options import Options
 from .requests import prompt_from_file
 from .markup import refusal
@@ -36,15 +36,16 @@ class SavedVoices:
         self.dropdowns.append(found)
         return found
 
-    def wire(self, page_blocks, manager: ModelManager, options: Options, *, button, prompt, transcript, name,
-             select) -> None:
-        """Save `prompt` + `transcript` under `name` on `button`, then pick the new voice in `select`.
+    def wire(self, page_blocks, speech: SpeechJobs, options: Options, *, button, prompt, transcript, name,
+             select, consent) -> None:
+        """Save `prompt` + `transcript` under `name` on `button` (`consent`: the box beside the sample; the one
+        saving path, `SpeechJobs.save_voice`, applies the consent rule), then pick the new voice in `select`.
         Call it once every dropdown exists."""
         import gradio as gr
 
         dropdowns = list(self.dropdowns)
 
-        def save(data: dict, progress=gr.Progress()):
+        def save(data: dict, request: gr.Request, progress=gr.Progress()):
             lang = options.language(data)
             label = (data[name] or "").strip()
             if not label:
@@ -54,7 +55,8 @@ class SavedVoices:
                 if audio is None:
                     raise InvalidRequest("prompt_missing", "no prompt audio was given: upload or record the voice "
                                          "(3-30 seconds of clear speech)", what="prompt audio")
-                voice, _ = save_voice(manager, self.library, label, audio, data[transcript] or "")
+                voice, _ = speech.save_voice(label, audio, data[transcript] or "", bool(data[consent]),
+                                             caller_of(request), self.library)
             except InvalidRequest as exc:
                 raise refusal(strings.message(exc, lang), exc) from None
             gr.Info(strings.label("voice_saved", lang).format(name=voice.name))
@@ -63,6 +65,6 @@ class SavedVoices:
         def refresh():
             return [gr.update(choices=self.choices()) for _ in dropdowns]
 
-        button.click(save, inputs={prompt, transcript, name, options.lang}, outputs=dropdowns,
+        button.click(save, inputs={prompt, transcript, name, consent, options.lang}, outputs=dropdowns,
                      api_visibility="private")
         page_blocks.load(refresh, outputs=dropdowns, queue=False, api_visibility="private")

@@ -16,7 +16,8 @@ from .i18n import en, zh, zh_messages
 
 LABELS_EN: dict[str, str] = en.LABELS
 LABELS_ZH: dict[str, str] = zh.LABELS
-MESSAGES_ZH: dict[str, str] = zh_messages.MESSAGES  # English messages are the errors' own
+MESSAGES_ZH: dict[str, str] = zh_messages.MESSAGES  # English messages are the errors' own,
+MESSAGES_EN: dict[str, str] = en.MESSAGES  # but for the few that speak to API callers
 
 WHAT_ZH = {"prompt audio": "声音样本", "source audio": "待转换语音"}
 
@@ -36,6 +37,8 @@ def language_of(accept_language: str | None) -> str:
 
 def message(error: InvalidRequest, lang: str) -> str:
     """The error in the user's language (English is the error's own message)."""
+    if lang != "zh" and error.code in MESSAGES_EN:
+        return MESSAGES_EN[error.code]
     if lang != "zh" or error.code not in MESSAGES_ZH:
         return error.message[:1].upper() + error.message[1:]
     params = dict(error.params)

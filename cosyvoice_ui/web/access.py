@@ -24,13 +24,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..api.security import FailureBackoff, client_address, request_key, retry_message
+from ..api.security import FailureBackoff, client_address, key_id, request_key, retry_message
 from ..settings import Settings
 
 log = logging.getLogger(__name__)
 
 LOGIN_USER = "studio"
-KEY_USER = "api-key"  # the Gradio user name a request authenticated by its API key runs as
+KEY_USER = "api-key"  # the Gradio user name of a key holder whose key has no id (`key_id`: key-1, key-2, ...)
 GRADIO_API = "/gradio_api/"
 GRADIO_CONFIG = ("/config", "/config/")  # the app's description, outside /gradio_api/
 # Left to Gradio before login: its own check answers "not logged in" (the login page itself asks nothing
@@ -57,6 +57,10 @@ class Access:
 
     def accepts_key(self, key: str) -> bool:
         return any(secrets.compare_digest(key.encode(), k.encode()) for k in self.keys)
+
+    def key_id(self, key: str) -> str | None:
+        """The key's id (`key-N`), the name its holder runs as in Gradio and in the audit trail."""
+        return key_id(self.keys, key)
 
     def applied(self, settings: Settings) -> Settings:
         """`settings` with these credentials, for the parts that read them (Guard, Gradio auth, notices)."""
@@ -121,7 +125,7 @@ class GradioSessions:
 
     def __init__(self, gradio_app) -> None:
         self.app = gradio_app
-        self.key_token = secrets.token_urlsafe(32)
+        self.key_tokens: dict[str, str] = {}  # user name (a key's id) → its session token
 
     def _names(self) -> tuple[str, str]:
         cookie_id = self.app.cookie_id
@@ -133,10 +137,13 @@ class GradioSessions:
         cookies = cookie_parser(cookie_header) if cookie_header else {}
         return any(cookies.get(name) in self.app.tokens for name in self._names() if cookies.get(name))
 
-    def key_cookie(self) -> bytes:
-        """The cookie that makes Gradio see a key holder as logged in (re-registered: a logout may drop it)."""
-        self.app.tokens[self.key_token] = KEY_USER
-        return f"{self._names()[1]}={self.key_token}".encode()
+    def key_cookie(self, user: str | None = None) -> bytes:
+        """The cookie that makes Gradio see a key holder as logged in as `user`, the key's id, so handlers and the
+        audit trail know which key it was without the key (re-registered: a logout may drop it)."""
+        user = user or KEY_USER
+        token = self.key_tokens.setdefault(user, secrets.token_urlsafe(32))
+        self.app.tokens[token] = user
+        return f"{self._names()[1]}={token}".encode()
 
 
 def gradio_app_of(app):
@@ -175,7 +182,7 @@ class GradioApiGate:
             return
         if key is not None and self.access.accepts_key(key):  # everywhere: gradio_client asks /config first
             self.backoff.succeeded(address)
-            await self.app(_with_cookie(scope, self.sessions.key_cookie()), receive, send)
+            await self.app(_with_cookie(scope, self.sessions.key_cookie(self.access.key_id(key))), receive, send)
             return
         if not gated:  # the page, its assets and the REST API (whose Guard checks keys itself)
             await self.app(scope, receive, send)

@@ -7,7 +7,7 @@ import logging
 import sys
 from pathlib import Path
 
-from ..settings import Settings, default_take_retries, env_api_keys
+from ..settings import DEFAULT_AUDIT_LOG, Settings, default_take_retries, env_api_keys
 
 log = logging.getLogger("cosyvoice_ui.app")
 
@@ -137,8 +137,25 @@ def build_parser() -> argparse.ArgumentParser:
                    help="speech recognition for Transcribe: auto (a downloaded Whisper model, else pocketsphinx "
                         "for English) or a model name under --models-dir/asr")
     add_take_flags(p)
+    add_accountability_flags(p)
     p.add_argument("-v", "--verbose", action="store_true")
     return p
+
+
+def add_accountability_flags(parser: argparse.ArgumentParser) -> None:
+    """Consent and the audit trail on shared servers (docs/SECURITY.md)."""
+    parser.add_argument("--require-consent", action=argparse.BooleanOptionalAction, default=None,
+                        help="cloning from a new recording (clone, cross-lingual, instruct with a sample, voice "
+                             "conversion, saving a voice, a script's or book's sample) needs the caller to confirm "
+                             "its speaker agreed (the UI's box beside the sample; \"consent\": true in the API). "
+                             "Default: required on a public server (--share or a non-loopback --host), not on "
+                             "loopback")
+    parser.add_argument("--audit-log", type=Path, default=None, metavar="FILE",
+                        help="write one JSON line per synthesis and saved voice to FILE (who, surface, model, voice "
+                             "or recording hash, text hash and length, whether the output is marked; no audio, no "
+                             f"text), rotated at 10 MB, 5 old files kept. Default: {DEFAULT_AUDIT_LOG.as_posix()} in "
+                             "the working folder on a public server, none on loopback")
+    parser.add_argument("--no-audit-log", action="store_true", help="keep no audit trail, even on a public server")
 
 
 def add_take_flags(parser: argparse.ArgumentParser) -> None:
@@ -166,6 +183,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         take_retries=max(0, args.take_retries), check_takes=not args.no_take_check,
         allowed_origins=_origins(args.allowed_origin), max_voices=max(0, args.max_voices),
         max_glossaries=max(0, args.max_glossaries), max_projects=max(0, args.max_projects),
+        require_consent=args.require_consent, audit_log=args.audit_log, no_audit_log=args.no_audit_log,
         extra={"output_dir": str(args.output_dir)},
     )
 

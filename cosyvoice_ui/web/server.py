@@ -111,6 +111,7 @@ def create_app(settings: Settings, manager: ModelManager | None = None, share: S
     # Gradio serves its own cache and allowed_paths (results, and the studio's takes, samples and exports); the saved
     # voices and models are never files to hand out
     blocked = [str(Path(folder).resolve()) for folder in (settings.voices_dir, settings.models_dir) if folder]
+    blocked += audit_files(settings)  # the audit trail is the owner's, never a file to hand out
     hint = "Sign in with the login printed in the server's console at start." if access.generated_login else None
     served = [str(output_dir.resolve()), str(Path(settings.projects_dir).resolve())]
     app = gr.mount_gradio_app(app, demo, path="/", auth=auth, auth_message=hint, i18n=i18n(),
@@ -136,6 +137,17 @@ def create_app(settings: Settings, manager: ModelManager | None = None, share: S
             raise ConfigError(f"--mcp: the MCP server could not start ({demo.mcp_error})")
         restrict_mcp_tools(demo)
     return app
+
+
+def audit_files(settings: Settings) -> list[str]:
+    """The audit trail's file and its rotated copies (none without a trail)."""
+    from ..serving.audit import BACKUPS
+
+    path = settings.audit_path
+    if path is None:
+        return []
+    path = Path(path).resolve()
+    return [str(path)] + [str(path.with_name(f"{path.name}.{n}")) for n in range(1, BACKUPS + 1)]
 
 
 def data_roots(settings: Settings, output_dir: Path) -> tuple[str, ...]:
@@ -246,6 +258,10 @@ def serve(settings: Settings) -> int:
     default = app.state.api.default_voice()
     print(f"CosyVoice Studio on http://{settings.host}:{settings.port} (model: {Path(manager.model_id).name}, "
           f"default voice: {default.id if default else 'none'})", file=sys.stderr)
+    if settings.audit_path is not None or app.state.api.speech.consent.required:
+        trail = settings.audit_path.as_posix() if settings.audit_path is not None else "off"
+        consent = "asked for new recordings" if app.state.api.speech.consent.required else "not asked"
+        print(f"Speaker consent: {consent}; audit trail: {trail}", file=sys.stderr)
     if settings.mcp:
         print(f"MCP tools (synthesize, list_voices, save_voice): http://{settings.host}:{settings.port}"
               "/gradio_api/mcp/", file=sys.stderr)

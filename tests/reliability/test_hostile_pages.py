@@ -270,7 +270,7 @@ def test_gradio_error_texts_name_no_folder(client: TestClient) -> None:
     for path in ("secret.txt", "../../etc/passwd", "/etc/passwd", "voices/x/prompt.wav"):
         for lang in ("en-US", "zh-CN"):
             started = client.post("/gradio_api/call/save_voice", headers={"accept-language": lang}, json={
-                "data": ["n", {"path": path, "meta": {"_type": "gradio.FileData"}}, "t"]})
+                "data": ["n", {"path": path, "meta": {"_type": "gradio.FileData"}}, "t", False]})
             assert started.status_code == 200, started.text
             events = client.get(f"/gradio_api/call/save_voice/{started.json()['event_id']}",
                                 headers={"accept-language": lang}).text

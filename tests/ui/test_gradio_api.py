@@ -70,7 +70,9 @@ def test_only_named_described_endpoints(api: dict) -> None:
     assert params["/instruct"][:3] == ["text", "instructions", "speaker"]
     assert params["/convert"][:2] == ["source_audio", "target_audio"]
     assert params["/synthesize"] == ["text", "voice", "instructions", "speed", "seed", "format"]
-    assert params["/save_voice"] == ["name", "audio", "transcript"]
+    assert params["/save_voice"] == ["name", "audio", "transcript", "consent"]
+    # the caller's word that a new recording's speaker agreed (a shared server asks for it): last, optional
+    assert [params[name][-1] for name in ("/clone", "/cross_lingual", "/convert")] == ["consent"] * 3
     required = {p["parameter_name"] for p in named["/clone"]["parameters"] if not p["parameter_has_default"]}
     assert required == {"text"}
     assert named["/clone"]["parameters"][1]["python_type"]["type"] == "filepath"
@@ -154,7 +156,8 @@ def test_a_forged_file_reference_is_refused(app_url: str, prompt_wav: Path) -> N
 
     call = app_url + "gradio_api/call/clone"
     forged = {"path": str(prompt_wav), "meta": {"_type": "gradio.FileData"}}
-    event = httpx.post(call, json={"data": ["Hi there.", forged, TRANSCRIPT, "", 1.0, None, "wav", "quick"]},
+    event = httpx.post(call, json={"data": ["Hi there.", forged, TRANSCRIPT, "", 1.0, None, "wav", "quick",
+                                                   False]},
                        timeout=30).json()["event_id"]
     stream = httpx.get(f"{call}/{event}", timeout=60).text
     assert "event: error" in stream and "not uploaded" in stream, stream[:300]

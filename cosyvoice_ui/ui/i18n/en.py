@@ -34,6 +34,8 @@ LABELS: dict[str, str] = {
     "download": "Download",
     "prompt_audio": "Voice sample (3-30 s, upload or record)",
     "prompt_text": "Transcript of the voice sample",
+    "consent_label": "The person in this sample agreed to have their voice cloned",
+    "consent_info": "This server is shared: a new recording is cloned only with its speaker's consent.",
     "prompt_text_ph": "Exactly what is said in the sample",
     "text": "Text to speak",
     "text_ph": "Type what the voice should say",
@@ -360,4 +362,12 @@ LABELS: dict[str, str] = {
     "book_eta_minutes": "ETA {minutes} min",
     "book_eta_hours": "ETA {hours} h {minutes:02d} min",
     "book_done": "Done: {chapters} chapters, {minutes:.1f} min ({rendered} pieces rendered, {reused} kept).",
+}
+
+# The UI's own English for error codes whose message speaks to API callers (the other English messages are the
+# errors' own).
+MESSAGES: dict[str, str] = {
+    "consent_required": "This server is shared, so a voice is cloned from a new recording only with its speaker's "
+                        "consent: tick “The person in this sample agreed to have their voice cloned” beside the "
+                        "sample, or pick a saved voice or a preset speaker instead.",
 }

@@ -31,6 +31,8 @@ LABELS: dict[str, str] = {
     "download": "下载",
     "prompt_audio": "声音样本（3-30 秒，上传或录音）",
     "prompt_text": "样本音频的文本",
+    "consent_label": "样本中的说话人已同意克隆其声音",
+    "consent_info": "此服务器是共享的：新的录音只有在说话人同意后才会被克隆。",
     "prompt_text_ph": "与样本中所说内容完全一致",
     "text": "合成文本",
     "text_ph": "输入要朗读的内容",

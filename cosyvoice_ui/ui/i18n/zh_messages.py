@@ -132,4 +132,6 @@ MESSAGES: dict[str, str] = {
     "voice_kind_unknown": "未知的声音类型 {kind}；可选：{options}。",
     "voice_choice_invalid": "声音必须是带有 “kind” 的对象（default、saved、preset 或 sample）。",
     "voice_map_invalid": "声音映射必须是 “名字 → 声音” 的 JSON 对象。",
+    "consent_required": "此服务器是共享的，只有在说话人同意后才会用新的录音克隆声音：请勾选样本旁的"
+                        "“样本中的说话人已同意克隆其声音”，或改用已保存的声音或预训练音色。",
 }

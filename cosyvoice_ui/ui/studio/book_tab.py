@@ -96,7 +96,7 @@ def build_book(page: Page) -> BookTab:
 
     def run_book(work, data: dict, request, progress):
         lang = options.language(data)
-        chosen = chosen_options(page, data)
+        chosen = chosen_options(page, data, request, "book")
         for kind, value in live(page, request, progress, lang, lambda report, cancel: work(chosen, report, cancel)):
             if kind == "status":
                 yield gr.skip(), value, gr.skip(), gr.skip()

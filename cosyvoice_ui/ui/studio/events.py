@@ -16,7 +16,7 @@ from ...studio.workspace import Workspace
 from ...types import ProgressEvent
 from .. import strings
 from ..events import event_text
-from ..handlers import failure_text
+from ..handlers import caller_of, failure_text
 from ..markup import plain, refusal
 
 log = logging.getLogger(__name__)
@@ -38,10 +38,11 @@ def option_inputs(page) -> set:
     return set(page.options.inputs)
 
 
-def chosen_options(page, data: dict) -> JobOptions:
+def chosen_options(page, data: dict, request=None, surface: str = "script") -> JobOptions:
     """The job options of this event, as every tab's: the glossary picked in the output options and this
-    browser's take switch (the server's policy decides the rest)."""
-    return page.handlers.job_options(page.options.output(data))
+    browser's take switch (the server's policy decides the rest); who asks, for the audit trail (`surface`:
+    script or book). Each sample's consent is its voice row's (`VoiceChoice.consent`)."""
+    return page.handlers.job_options(page.options.output(data), caller=caller_of(request, surface))
 
 
 def status_text(event: ProgressEvent, lang: str) -> str:

@@ -53,7 +53,7 @@ def build_lines(page, workspace, current, revision, status) -> None:
         def regenerate(data: dict, request: gr.Request, progress=gr.Progress()):
             lang = options.language(data)
             text = data[textbox] if textbox is not None else None
-            chosen = chosen_options(page, data)
+            chosen = chosen_options(page, data, request)
             for kind, value in live(page, request, progress, lang, lambda report, cancel: workspace.regenerate(
                     folder, line_id, text, chosen, report, cancel)):
                 if kind == "status":

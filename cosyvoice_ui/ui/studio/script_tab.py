@@ -117,7 +117,7 @@ def build_script(page: Page) -> ScriptTab:
 
     def render_lines(data: dict, request: gr.Request, progress=gr.Progress()):
         lang = options.language(data)
-        folder, chosen = data[current], chosen_options(page, data)
+        folder, chosen = data[current], chosen_options(page, data, request)
         line_label = None
         for kind, value in live(page, request, progress, lang,
                                 lambda report, cancel: workspace.render_all(folder, chosen, report, cancel)):

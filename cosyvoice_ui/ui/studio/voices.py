@@ -56,19 +56,21 @@ class VoiceRowWidgets:
     sample: object
     transcript: object
     instruct: object
+    consent: object  # beside the sample: its speaker agreed (shown where the server requires it)
 
     @property
     def inputs(self) -> set:
-        return {self.kind, self.saved, self.preset, self.sample, self.transcript, self.instruct}
+        return {self.kind, self.saved, self.preset, self.sample, self.transcript, self.instruct, self.consent}
 
     @property
     def outputs(self) -> list:
         return [self.group, self.name, self.kind, self.saved, self.preset, self.sample_box, self.sample,
-                self.transcript, self.instruct]
+                self.transcript, self.instruct, self.consent]
 
     def value(self, data: dict) -> VoiceRow:
         return VoiceRow(data[self.kind] or "default", data[self.saved] or "", data[self.preset] or "",
-                        data[self.sample] or None, data[self.transcript] or "", data[self.instruct] or "")
+                        data[self.sample] or None, data[self.transcript] or "", data[self.instruct] or "",
+                        bool(data[self.consent]))
 
     def shown(self, kind: str) -> dict:
         """Which of the row's widgets the kind needs."""
@@ -100,6 +102,7 @@ class VoiceRowWidgets:
             self.sample: gr.update(value=str(sample_path) if sample_path is not None else None),
             self.transcript: gr.update(value=choice.transcript),
             self.instruct: gr.update(value=choice.instruct, visible=takes_instruction(info)),
+            self.consent: gr.update(value=choice.consent),
         }
 
     def adapt(self, info: EngineInfo | None, t, saved_enabled: bool) -> dict:
@@ -115,7 +118,7 @@ def choice_of(row: VoiceRow) -> tuple[VoiceChoice, str | None]:
     """What a row shows, as (choice, sample file) — to move it to another place when the names change."""
     kind = row.kind if row.kind in ("default", "saved", "preset", "sample") else "default"
     value = {"saved": row.saved, "preset": row.preset}.get(kind, "")
-    return VoiceChoice(kind, value or "", row.transcript or "", row.instruct or ""), row.sample
+    return VoiceChoice(kind, value or "", row.transcript or "", row.instruct or "", bool(row.consent)), row.sample
 
 
 def kind_choices(t, allowed: list[str]) -> list[tuple[object, str]]:
@@ -144,9 +147,10 @@ def build_voice_row(page, visible: bool = True, show_name: bool = True) -> Voice
             instruct = gr.Textbox(label=t("studio_instruct"), lines=1, visible=takes_instruction(info))
         with gr.Column(visible=False) as sample_box:
             sample = gr.Audio(sources=["upload", "microphone"], type="filepath", label=t("studio_sample"))
+            consent = page.consent_box()
             transcript = gr.Textbox(label=t("studio_transcript"), lines=1)
             add_transcribe(page, sample, transcript)
-    row = VoiceRowWidgets(group, name, kind, saved, preset, sample_box, sample, transcript, instruct)
+    row = VoiceRowWidgets(group, name, kind, saved, preset, sample_box, sample, transcript, instruct, consent)
     kind.change(lambda value: list(row.shown(value or "default").values()), inputs=kind,
                 outputs=[saved, preset, sample_box], queue=False, api_visibility="private")
     return row

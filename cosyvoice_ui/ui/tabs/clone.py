@@ -29,7 +29,7 @@ class CloneTab:
     voice_name: object
     save: object
     controls: Controls
-
+    consent: object = None  # "the speaker agreed": shown where the server requires it
     offline_note: object = None  # "the offline voice cannot clone": what it does here instead
 
     def adapt(self, info: EngineInfo | None, data: dict) -> dict:
@@ -47,6 +47,7 @@ def build_clone(page: Page) -> CloneTab:
         offline_note = gr.Markdown(t("clone_offline_note"), visible=approximate(page.manager.info()),
                                    elem_classes=["clone-offline-note"])
         prompt = gr.Audio(sources=["upload", "microphone"], type="filepath", label=t("prompt_audio"))
+        consent = page.consent_box()
         example = gr.Button(t("try_example"), size="sm", visible=example_available())
         saved = page.saved.dropdown()
         match = gr.Radio([(t("match_quick"), "quick"), (t("match_refine"), "refine")], value="quick",
@@ -76,8 +77,8 @@ def build_clone(page: Page) -> CloneTab:
     filled = example.click(fill_example, inputs={text}, outputs=[prompt, saved, transcript, text],
                            api_visibility="private")
     wire_generate(page, controls, {"prompt": prompt, "saved": saved, "prompt_text": transcript, "text": text,
-                                   "voice_match": match}, clone_meta, trigger=filled)
-    return CloneTab(prompt, saved, match, transcript, text, voice_name, save, controls, offline_note)
+                                   "voice_match": match, "consent": consent}, clone_meta, trigger=filled)
+    return CloneTab(prompt, saved, match, transcript, text, voice_name, save, controls, consent, offline_note)
 
 
 def example_labels(lang: str) -> list[str]:

@@ -119,7 +119,9 @@ def wire_generate(page: Page, controls: Controls, fields: dict, make_meta: Calla
     def validate(data: dict, request: gr.Request = None):
         verdicts = {component: gr.validate(True, "") for component in inputs}
         try:
-            handlers.check(request_of(data)[1], options.output(data), key=click_key(data), http_request=request)
+            meta, req = request_of(data)
+            handlers.check(req, options.output(data), key=click_key(data), http_request=request,
+                           consent=bool(meta.get("consent")))
         except InvalidRequest as exc:
             target = at_field.get(field_of(exc), first)
             verdicts[target] = gr.validate(False, strings.message(exc, options.language(data)))

@@ -37,6 +37,7 @@ def build_convert(page: Page) -> ConvertTab:
     with gr.Tab(t("tab_vc"), id="vc"):
         source = gr.Audio(sources=["upload", "microphone"], type="filepath", label=t("source_audio"))
         target = gr.Audio(sources=["upload", "microphone"], type="filepath", label=t("target_audio"))
+        consent = page.consent_box()
         saved = page.saved.dropdown()
         example = gr.Button(t("try_example_vc"), size="sm", visible=source_available(page.manager.info(), folder))
         controls = build_controls(page, subtitles=False)
@@ -56,5 +57,6 @@ def build_convert(page: Page) -> ConvertTab:
 
     filled = example.click(fill_example, inputs={page.options.lang}, outputs=[source, target, saved],
                            api_visibility="private")
-    wire_generate(page, controls, {"source": source, "prompt": target, "saved": saved}, vc_meta, trigger=filled)
+    wire_generate(page, controls, {"source": source, "prompt": target, "saved": saved, "consent": consent}, vc_meta,
+                  trigger=filled)
     return ConvertTab(source, target, saved, example, controls, page)

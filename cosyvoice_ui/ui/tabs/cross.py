@@ -38,6 +38,8 @@ class CrossTab:
     tools: TextTools
     controls: Controls
     lang: object  # the browser's language (the picker's labels are data, not gr.I18n keys)
+    consent: object = None  # "the speaker agreed": beside the sample, where the server requires it
+    asks_consent: bool = False
 
     def adapt(self, info: EngineInfo | None, data: dict) -> dict:
         import gradio as gr
@@ -54,6 +56,7 @@ class CrossTab:
             if examples else {}
         return {
             self.prompt: gr.update(visible=not instruct or (shown and with_voice)),
+            self.consent: gr.update(visible=self.asks_consent and (not instruct or (shown and with_voice))),
             self.speaker: gr.update(visible=preset, choices=speakers,
                                     value=speakers[0] if speakers and preset else None),
             self.instruct: gr.update(visible=shown, **instruct_box),
@@ -79,6 +82,7 @@ def build_cross(page: Page) -> CrossTab:
         submode = gr.Radio([(t("submode_cross"), "cross"), (t("submode_instruct"), "instruct")], value="cross",
                            label=t("submode"))
         prompt = gr.Audio(sources=["upload", "microphone"], type="filepath", label=t("prompt_audio"))
+        consent = page.consent_box()
         saved = page.saved.dropdown()
         match = gr.Radio([(t("match_quick"), "quick"), (t("match_refine"), "refine")], value="quick",
                          label=t("voice_match"), visible=approximate(info))
@@ -100,6 +104,7 @@ def build_cross(page: Page) -> CrossTab:
     instruct_examples.click(lambda sample: sample[0], inputs=instruct_examples, outputs=instruct, queue=False,
                             api_visibility="private")
     wire_generate(page, controls, {"submode": submode, "prompt": prompt, "saved": saved, "speaker": speaker,
-                                   "instruct_text": instruct, "text": text, "voice_match": match}, cross_meta)
+                                   "instruct_text": instruct, "text": text, "voice_match": match, "consent": consent},
+                  cross_meta)
     return CrossTab(submode, prompt, saved, match, speaker, instruct, instruct_examples, picker, note, voice_note,
-                    text, tools, controls, page.options.lang)
+                    text, tools, controls, page.options.lang, consent, page.asks_consent)
