@@ -25,14 +25,15 @@ _G_SUFFIXES = (".weight_g", ".parametrizations.weight.original0")
 _V_SUFFIXES = (".weight_v", ".parametrizations.weight.original1")
 
 
-def read_state_dict(path: str | Path) -> StateDict:
-    """`torch.load` a plain state dict safely (tensors only, on CPU)."""
+def read_state_dict(path: str | Path, mapped: bool = False) -> StateDict:
+    """`torch.load` a plain state dict safely (tensors only, on CPU). mapped: the tensors are views of a private
+    memory map of the file (pages are read when touched; see `mapped_pages_dropped`)."""
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"{path.name} is missing from {path.parent.name}/ (expected a torch state dict); "
                               f"{redownload_hint(path.parent)}")
     try:
-        data = torch.load(path, map_location="cpu", weights_only=True)
+        data = torch.load(path, map_location="cpu", weights_only=True, mmap=mapped)
     except Exception as exc:  # torch raises several types for corrupt/truncated files
         # torch's own text is long, names full paths and advises weights_only=False (unsafe): logged only.
         log.warning("torch cannot read %s: %s: %s", path, type(exc).__name__, exc)
@@ -131,3 +132,70 @@ def load_strict(module: nn.Module, sd: StateDict, file_name: str, assign: bool =
     if assign:  # a copy would cast to the module's dtypes; assigned tensors must arrive in them
         sd = {k: v if v.dtype == expected[k].dtype else v.to(expected[k].dtype) for k, v in sd.items()}
     module.load_state_dict(sd, strict=True, assign=assign)
+
+
+MADV_DONTNEED = 4  # Linux
+
+
+@contextmanager
+def mapped_pages_dropped(path: Path, every_s: float = 0.05) -> Iterator[None]:
+    """While the block converts a file read with `read_state_dict(path, mapped=True)`, a thread tells the kernel
+    every `every_s` that this process no longer needs the mapping's pages it has touched.
+
+    Converting a float file to int8 touches every page once; without this they all stay resident until the
+    mapping goes, and the process peaks at the whole float file plus its int8 copy. Dropping pages of a private
+    file mapping that nobody wrote to loses nothing: a later read faults them in again from the file. Linux only;
+    elsewhere (or without libc's madvise) the block runs unchanged."""
+    madvise = _madvise()
+    target = Path(path).resolve()
+    if madvise is None:
+        yield
+        return
+    stop = threading.Event()
+
+    def drop() -> None:
+        while not stop.wait(every_s):
+            for start, end in _mapped_ranges(target):
+                madvise(start, end - start, MADV_DONTNEED)
+
+    thread = threading.Thread(target=drop, name="drop-mapped-pages", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+        for start, end in _mapped_ranges(target):
+            madvise(start, end - start, MADV_DONTNEED)
+
+
+def _madvise():
+    import ctypes
+    import ctypes.util
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        function = libc.madvise
+    except (OSError, AttributeError):
+        return None
+    function.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+    function.restype = ctypes.c_int
+    return function
+
+
+def _mapped_ranges(path: Path) -> list[tuple[int, int]]:
+    """(start, end) of this process's mappings of `path`, from /proc/self/maps."""
+    ranges = []
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                fields = line.split(maxsplit=5)
+                if len(fields) == 6 and fields[5].rstrip("\n") == str(path):
+                    start, end = fields[0].split("-")
+                    ranges.append((int(start, 16), int(end, 16)))
+    except OSError:
+        return []
+    return ranges

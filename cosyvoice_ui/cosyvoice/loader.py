@@ -6,9 +6,11 @@ Which classes a folder's family uses comes from `registry.py`; which inference t
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -18,15 +20,18 @@ from torch import nn
 from ..engine import report
 from ..errors import CheckpointError, ConfigError
 from ..types import EngineInfo, Precision, ProgressCallback
-from .checkpoint import read_state_dict
+from .checkpoint import mapped_pages_dropped, read_state_dict
 from .config import ModelConfig, read_yaml
 from .device import resolve_device
 from .families import ModelFolder, detect, folder_info
 from .frontend.onnx_models import SpeakerEncoder, SpeechTokenizer
 from .frontend.prompt import PromptEncoder
 from .models.sampling import RasSampler
-from .precision import (PRECISIONS, FastSettings, flow_precision, llm_precision, precision_record, resolve_precision,
-                        vocoder_precision)
+from .models.linears import int4_kernels_available
+from .precision import (PRECISIONS, FastSettings, bf16_is_native, flow_precision, llm_precision, precision_record,
+                        resolve_precision, settings_for, vocoder_precision)
+from .prepared import PreparedModels
+from .prepared import enabled as prepared_enabled
 from .recipes import InputRecipe
 from .registry import TextTokenizer, backend_for
 from .streaming import Chunker
@@ -77,6 +82,39 @@ def read_spk2info(path: Path) -> dict[str, dict]:
     return speakers
 
 
+def _prepared_models(model_dir: Path, precision: str, device: str, fast: FastSettings | None,
+                     wanted: bool) -> PreparedModels | None:
+    """The folder's prepared copies for a CPU load at a precision that changes weights; None for stock (its
+    transforms keep the float file's bytes) and GPUs (fast does not apply there)."""
+    if not wanted or not prepared_enabled() or precision == "stock" or device != "cpu":
+        return None
+    settings = fast or settings_for(precision)
+    return PreparedModels.for_folder(model_dir, precision, settings, {
+        "bf16_native": bf16_is_native(), "int4_kernels": int4_kernels_available()})
+
+
+def _load_model(path: Path, prepared: PreparedModels | None, converting: bool, build: Callable[[], nn.Module],
+                load: Callable[[bool], nn.Module], transform: Callable[[nn.Module], dict]) -> tuple[nn.Module, dict, str]:
+    """(model, its precision record fields, "read" | "written" | "float"): from the prepared copy when there is
+    one, else the float file, transformed (and then stored as the copy for next time). converting: the
+    transform replaces the float weights, so the file is read mapped and its pages let go as they are used."""
+    if prepared is not None:
+        try:
+            found = prepared.load(path.name, build, transform)
+        except OSError as exc:  # an unreadable cache place: load as if there were none
+            log.warning("cannot read the prepared copy of %s (%s)", path.name, exc)
+            found = None
+        if found is not None:
+            return (*found, "read")
+    with mapped_pages_dropped(path) if converting else contextlib.nullcontext():
+        model = load(converting)
+        done = transform(model)
+        gc.collect()  # the replaced float layers sit in reference cycles (torch.ao's swap): free them now
+        if prepared is not None:  # writing reads every kept float tensor once: its pages go too
+            prepared.save(path.name, model)
+    return model, done, "float" if prepared is None else "written"
+
+
 def describe_cosyvoice(model_dir: Path) -> EngineInfo:
     """EngineInfo of a folder without loading its weights (only the small spk2info.pt is read)."""
     folder = detect(model_dir)
@@ -85,7 +123,7 @@ def describe_cosyvoice(model_dir: Path) -> EngineInfo:
 
 def load_parts(model_dir: Path, device: str = "auto", progress: ProgressCallback | None = None,
                precision: str = "stock", threads: int | None = None, n_timesteps: int | None = None,
-               fast: FastSettings | None = None) -> ModelParts:
+               fast: FastSettings | None = None, prepared_cache: bool = True) -> ModelParts:
     """Load every component of a folder (strict state dicts, ONNX sessions) onto `device`.
 
     precision: "stock" computes what upstream computes (float32; only memory layouts differ);
@@ -93,6 +131,8 @@ def load_parts(model_dir: Path, device: str = "auto", progress: ProgressCallback
     bf16 flow estimator where the CPU supports it, fewer flow steps, a shorter flow prompt; "auto" is fast on a
     CPU and stock on a GPU (`resolve_precision`). An explicit `n_timesteps` overrides either mode's flow steps.
     threads: caps the ONNX sessions' threads.
+    prepared_cache: read and write prepared copies of a fast load (prepared.py; also off when the environment
+    sets COSYVOICE_PREPARED_MODELS=0).
     """
     started = time.perf_counter()
     folder = detect(model_dir)
@@ -107,19 +147,38 @@ def load_parts(model_dir: Path, device: str = "auto", progress: ProgressCallback
     backend.check_classes(config, family.yaml_name)
 
     # Each model gets its precision transform before the next file is read: fast mode's float weights
-    # are released before the next model arrives (a lower peak of memory).
+    # are released before the next model arrives (a lower peak of memory). A prepared copy (prepared.py)
+    # skips the float file altogether.
+    prepared = _prepared_models(folder.path, precision, device, fast, prepared_cache)
+    # On a CPU every precision re-lays the weights (stock packs them for oneDNN, fast quantises them), so the
+    # float file is read through a memory map whose pages are let go as they are used (`mapped_pages_dropped`):
+    # it never sits in memory whole beside its new layout.
+    converting = device == "cpu"
     report(progress, "load", 0.05, "loading llm.pt")
-    llm = backend.load_llm(config.llm, read_state_dict(folder.path / "llm.pt"), folder.path).to(device)
-    done = {"mode": precision, **llm_precision(llm, precision, device, fast)}
-    gc.collect()  # the replaced float layers sit in reference cycles (torch.ao's swap): free them now
+    llm, done, source = _load_model(
+        folder.path / "llm.pt", prepared, converting, lambda: backend.build_llm(config.llm, folder.path),
+        lambda mapped: backend.load_llm(config.llm, read_state_dict(folder.path / "llm.pt", mapped),
+                                        folder.path).to(device),
+        lambda model: llm_precision(model, precision, device, fast))
+    done = {"mode": precision, **done}
+    sources = [source]
     report(progress, "load", 0.50, "loading flow.pt")
-    flow = backend.load_flow(config.flow, read_state_dict(folder.path / "flow.pt")).to(device)
-    done.update(flow_precision(flow, precision, device, fast))
-    gc.collect()
+    flow, flow_done, source = _load_model(
+        folder.path / "flow.pt", prepared, converting, lambda: backend.build_flow(config.flow),
+        lambda mapped: backend.load_flow(config.flow, read_state_dict(folder.path / "flow.pt", mapped)).to(device),
+        lambda model: flow_precision(model, precision, device, fast))
+    done.update(flow_done)
+    sources.append(source)
     report(progress, "load", 0.70, "loading hift.pt")
-    hift = backend.load_vocoder(config.hift, read_state_dict(folder.path / "hift.pt"), config).to(device)
-    done.update(vocoder_precision(hift, precision, device, fast))
-    gc.collect()
+    hift, hift_done, source = _load_model(
+        folder.path / "hift.pt", prepared, converting, lambda: backend.build_vocoder(config.hift, config),
+        lambda mapped: backend.load_vocoder(config.hift, read_state_dict(folder.path / "hift.pt", mapped),
+                                            config).to(device),
+        lambda model: vocoder_precision(model, precision, device, fast))
+    done.update(hift_done)
+    sources.append(source)
+    if prepared is not None:
+        done["prepared"] = "read" if set(sources) == {"read"} else "written" if "written" in sources else "partly read"
     applied = precision_record(done)
     if n_timesteps is not None:  # an explicit step count wins over either mode's
         applied = replace(applied, flow_steps=n_timesteps)

@@ -98,13 +98,31 @@ def quantize_linears_int8(module: nn.Module, skip: tuple[str, ...] = ()) -> int:
     quantised ones, in place (CPU only). Returns how many were replaced."""
     from torch.ao.quantization import quantize_dynamic
 
-    names = {name for name, _ in _linears(module, skip)}
+    linears = _linears(module, skip)
+    if any(linear.weight.is_meta for _, linear in linears):  # a layout to fill from a prepared copy
+        for name, linear in linears:
+            parent_name, _, child = name.rpartition(".")
+            setattr(module.get_submodule(parent_name) if parent_name else module, child, int8_slot(linear))
+        return len(linears)
+    names = {name for name, _ in linears}
     with warnings.catch_warnings():
         # torch.ao.quantization is deprecated in favour of torchao, which is not a dependency here;
         # the eager dynamic path still works and is what this CPU-only mode needs.
         warnings.simplefilter("ignore")
         quantize_dynamic(module, names, dtype=torch.qint8, inplace=True)
     return len(names)
+
+
+def int8_slot(linear: nn.Linear) -> nn.Module:
+    """An int8 dynamic linear of `linear`'s shape whose values come later (`prepared.fill` sets its weight):
+    built from a 1x1 weight, so a meta-built model's layout costs no memory."""
+    from torch.ao.nn.quantized.dynamic import Linear as DynamicQuantLinear
+
+    with torch.device("cpu"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch deprecates creating quantized tensors; the layer still needs one
+        slot = DynamicQuantLinear(1, 1, bias_=linear.bias is not None, dtype=torch.qint8)
+    slot.in_features, slot.out_features = linear.in_features, linear.out_features
+    return slot
 
 
 INT4_GROUP = 32  # inputs per scale/offset pair: error ~6 % per layer at 32, ~7 % at 128 (Gaussian weights)
