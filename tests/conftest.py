@@ -11,6 +11,10 @@ import pytest
 # are never the right length, so the default 2 retries would triple every synthesis of the suite. Set before any
 # Settings or CLI parser is built (subprocesses inherit it); the tests of retrying pass their own count.
 os.environ.setdefault("COSYVOICE_TAKE_RETRIES", "0")
+# Outputs carry the watermark everywhere but here: many tests compare rendered samples with the engine's own (or
+# with each other across doors, processes and thread counts). The tests of the mark turn it on themselves
+# (Settings(watermark=True), COSYVOICE_WATERMARK=1 for the processes they start): tests/test_watermark*.py.
+os.environ.setdefault("COSYVOICE_WATERMARK", "0")
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_FIXTURES = REPO.parent / "shared" / "fixtures"

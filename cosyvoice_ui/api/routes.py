@@ -9,7 +9,7 @@
     GET    /v1/audio/voices   every name `voice` accepts: presets, saved voices, default, OpenAI aliases
     GET    /v1/audio/models   the `model` names /v1/audio/speech accepts
     GET    /v1/models         the model and what it can do (modes, speakers, sample rate)
-    GET    /health            model state, device, memory, queue (no key needed)
+    GET    /health            model state, device, memory, queue, whether outputs are watermarked (no key needed)
     GET    /docs              the interactive schema, its assets served from here (works offline)
     ...    /v1/glossaries, /v1/transcribe, /v1/audio/transcriptions, /v1/asr/models: `routes_studio.py`
 
@@ -50,6 +50,7 @@ from ..errors import InvalidRequest
 from ..serving.manager import ModelManager
 from ..settings import Settings
 from ..serving.voices import SavedVoice
+from ..serving.watermarking import status as watermark_status
 from ..types import Mode
 
 log = logging.getLogger(__name__)
@@ -391,6 +392,7 @@ def health(request: Request, service: Service):
         "default_voice": _ref_dict(service.default_voice()),
         "api_key_required": bool(guard.keys) or guard.refuses_all,
         "engine_url": public_url(settings.engine_url),
+        "watermark": watermark_status(settings),  # whether outputs carry the mark (and why not)
         **({"cluster": cluster()} if (cluster := getattr(request.app.state, "cluster_health", None)) else {}),
     }
 

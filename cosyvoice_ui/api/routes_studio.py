@@ -7,6 +7,7 @@
     POST   /v1/transcribe            JSON {audio: base64, language?} → {text, language, backend, rough, seconds}
     POST   /v1/audio/transcriptions  OpenAI's shape: multipart `file`, `model`, `language`, `response_format`
     GET    /v1/asr/models            what can transcribe now, and what can be downloaded
+    POST   /v1/audio/detect          does a file carry the watermark (`routes_watermark.py`)
 
 Guarded like every other route (API key, rate limit, upload cap); errors in the API's one shape.
 """
@@ -25,6 +26,7 @@ from .schemas import error_responses
 from .schemas_studio import (AsrModelList, GlossaryBody, GlossaryDeleted, GlossaryList, GlossaryRecord,
                              PreviewBody, PreviewResult, TranscribeBody, TranscribeResult, TranscriptionResult)
 from .studio_service import StudioService, check_transcript_format
+from .routes_watermark import WATERMARK_JSON_ROUTES, watermark_routes
 
 
 def studio_service(request: Request) -> StudioService:
@@ -36,8 +38,9 @@ Studio = Annotated[StudioService, Depends(studio_service)]
 
 glossary_routes = APIRouter(tags=["glossaries"], dependencies=PROTECTED, responses=ERRORS)
 transcription_routes = APIRouter(tags=["transcription"], dependencies=PROTECTED, responses=ERRORS)
-STUDIO_ROUTERS = (glossary_routes, transcription_routes)
-STUDIO_JSON_ROUTES = ("/v1/glossaries", "/v1/glossaries/preview", "/v1/transcribe")  # curl -d labels JSON a form
+STUDIO_ROUTERS = (glossary_routes, transcription_routes, watermark_routes)
+# curl -d labels JSON a form
+STUDIO_JSON_ROUTES = ("/v1/glossaries", "/v1/glossaries/preview", "/v1/transcribe", *WATERMARK_JSON_ROUTES)
 
 BODY_ERRORS = error_responses(400, 415, 422)  # not JSON, not an object, bad fields
 GLOSSARY_ID_ERRORS = error_responses(404)

@@ -127,3 +127,19 @@ class AsrModelList(BaseModel):
     object: str = "list"
     available: list[str] = Field(description="recognisers that can transcribe now, best first")
     data: list[AsrModelRecord]
+
+
+class WatermarkCheckBody(BaseModel):
+    """`POST /v1/audio/detect` with JSON: a file as base64 (multipart with a `file` field works too)."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"audio": "<base64 file>"}]})
+
+    audio: str = Field(description="base64 audio or video file (anything ffmpeg reads), at most 10 minutes")
+
+
+class WatermarkCheckResult(BaseModel):
+    object: str = "watermark.check"
+    marked: bool = Field(description="the file carries this server's kind of watermark (PerTh, implicit)")
+    confidence: float = Field(description="how sure the detector is of `marked`, 0.5-1")
+    score: float = Field(description="the detector's output, 0-1: 0.5 or more is marked")
+    seconds: float = Field(description="length of the sound checked")

@@ -134,7 +134,7 @@ def load_engine(args, progress) -> Engine:
 def cli_settings(args) -> Settings:
     """The settings a CLI run works under: the take flags (`--take-retries N`, `--no-take-check`; the shared
     default otherwise), the voices and glossary folders."""
-    from ..settings import Settings, default_take_retries
+    from ..settings import Settings, default_take_retries, default_watermark
 
     retries = getattr(args, "take_retries", None)
     retries = default_take_retries() if retries is None else int(retries)
@@ -144,7 +144,8 @@ def cli_settings(args) -> Settings:
                     glossary_dir=Path(getattr(args, "glossary_dir", None) or "glossaries"), take_retries=retries,
                     check_takes=not getattr(args, "no_take_check", False),
                     blocked_words_file=getattr(args, "blocked_words", None),
-                    audit_log=getattr(args, "audit_log", None))
+                    audit_log=getattr(args, "audit_log", None),
+                    watermark=default_watermark() and not getattr(args, "no_watermark", False))
 
 
 def speech_jobs(args, glossary: Glossary | None = None, loudness: float | None = None, surface: str = "cli"):

@@ -28,7 +28,7 @@ SYNTH_EXAMPLES = """examples:
 
 
 def add_synth_parser(sub) -> None:
-    from ..web.flags import add_precision_flag, add_take_flags  # the app's flags, same help
+    from ..web.flags import add_precision_flag, add_take_flags, add_watermark_flag  # the app's flags, same help
 
     p = sub.add_parser("synth", help="synthesise speech to an audio file (a text, a text file, a script, a book)",
                        usage="%(prog)s (--text TEXT | --text-file FILE | --script FILE | --book FILE) [options]",
@@ -94,6 +94,7 @@ def add_synth_parser(sub) -> None:
                         help="add one JSON line per synthesis to FILE, as the app's --audit-log does (no audio, no "
                              "text: their hashes)")
     add_take_flags(checks)
+    add_watermark_flag(checks)
     model = p.add_argument_group("model and speed")
     model.add_argument("--model-dir", type=Path, help="model folder (default: first one in pretrained_models/, else "
                        "the offline default voice)")

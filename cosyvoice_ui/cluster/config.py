@@ -29,7 +29,7 @@ DOWNSCALE_DELAY_S = 600.0  # Serve's default wait before it removes one of sever
 _SHARED_SETTINGS = ("models_dir", "voices_dir", "glossary_dir", "projects_dir", "device", "precision", "threads",
                     "api_keys", "no_auth", "rate_limit_per_min", "max_text_chars", "queue_size", "max_upload_mb",
                     "blocked_words_file", "default_voice", "voice_aliases_file", "cache_entries", "take_retries",
-                    "check_takes", "idle_unload_s", "concurrency")
+                    "check_takes", "idle_unload_s", "concurrency", "watermark")
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,9 @@ a rule written here holds everywhere.
                                               the retry policy is decided, the seed is fixed, and the one check
                                               runs against the model's description (no model is loaded yet)
     render(job) → Rendered                    a queue slot, the voice registered, the bad-take guard, the
-                                              segment clock, the join, the loudness: samples, cues, take reports
+                                              watermark on each chunk (`watermarking.py`; off only by the
+                                              server's --no-watermark), the segment clock, the join, the
+                                              loudness: samples, cues, take reports, whether it is marked
     start(job) → Live                         the same, streamed: chunks as they come, the whole result at the end
     render_on(engine, job, resolver) → Rendered   for a caller that already holds the engine (a script's lines,
     stream_on(engine, job, resolver) → Live       a book's pieces, the CLI), whole or chunk by chunk
@@ -40,6 +42,7 @@ from .default_voice import DEFAULT_NAME, VoiceRef, VoiceResolver
 from .glossary import Glossary, GlossaryStore, resolve_glossary, with_glossary
 from .subtitles import Cue, SegmentClock
 from .takes import RetryPolicy, SegmentReport, guarded_synthesis, policy_from_settings
+from .watermarking import shared as shared_watermark
 
 if TYPE_CHECKING:
     from ..engine import Engine
@@ -78,17 +81,20 @@ class SpeechJob:
     seed_given: bool
     caller: Caller = Caller()
     audit: AuditLog | None = None  # where the job's line goes when it ends (None: no trail)
+    watermark: bool = True  # mark every chunk (the server's `--no-watermark` only: never a request's)
 
 
 @dataclass(frozen=True)
 class Rendered:
-    """A whole result: its samples (loudness applied), rate, seed, subtitle cues and take reports."""
+    """A whole result: its samples (loudness applied), rate, seed, subtitle cues, take reports, and whether every
+    chunk of it carries the watermark."""
 
     samples: np.ndarray
     sample_rate: int
     seed: int
     cues: tuple[Cue, ...] = ()
     takes: tuple[SegmentReport, ...] = ()
+    watermarked: bool = False
 
     @property
     def retries(self) -> int:
@@ -173,7 +179,7 @@ class SpeechJobs:
 
             check_transcript_fits(request.prompt_text, request.prompt_audio.duration)
         return SpeechJob(checked, written, glossary, policy, voice, options.loudness, seed_given, options.caller,
-                         self.audit)
+                         self.audit, watermark=self.settings.watermark)
 
     def _saved_voice(self, speaker: str | None) -> VoiceRef | None:
         """The saved or built-in voice a request names as its speaker (registered with the engine first)."""
@@ -263,11 +269,14 @@ class _Run:
         self.pieces: list[np.ndarray] = []
         self.reports: list[SegmentReport] = []
         self.stream = synthesize(engine, self.request, job.policy, progress, cancel, self.reports)
+        self.marker = shared_watermark() if job.watermark else None
+        self.marked = self.marker is not None  # until a chunk could not be marked
         self.rendered: Rendered | None = None
         self.audited = False
 
     def chunks(self) -> Iterator[AudioChunk]:
         for chunk in self.stream:
+            chunk = self._marked(chunk)
             self.clock.feed(chunk)
             self.pieces.append(chunk.samples)
             yield chunk
@@ -286,6 +295,17 @@ class _Run:
         self.job.audit.write(speech_entry(self.job.caller, self.info.name, self.request, self.job.original_text,
                                           _voice_id(self.job), seconds, marked, complete=complete))
 
+    def _marked(self, chunk: AudioChunk) -> AudioChunk:
+        """The chunk with the watermark: each chunk is marked on its own, as it comes (streamed or not), so a
+        stream, any run of its chunks and the whole result all carry it (tests/test_watermark_surfaces.py)."""
+        if self.marker is None or not len(chunk.samples):
+            return chunk
+        samples = self.marker.mark(chunk.samples, chunk.sample_rate)
+        if samples is None:  # the weights are not installed: the output goes unmarked, /health says so
+            self.marked = False
+            return chunk
+        return replace(chunk, samples=samples)
+
     def _finish(self) -> Rendered:
         rate = self.info.sample_rate
         samples = audio_utils.join_chunks(self.pieces)
@@ -294,7 +314,8 @@ class _Run:
         fallback = self.request.text if self.request.mode is not Mode.VC else ""
         cues = readable_cues(self.clock.cues(fallback_text=fallback), self.job.glossary, self.info,
                              self.job.original_text)
-        return Rendered(samples, rate, int(self.request.seed), cues, tuple(self.reports))
+        return Rendered(samples, rate, int(self.request.seed), cues, tuple(self.reports),
+                        watermarked=self.marked and bool(len(samples)))
 
 
 class Live:

@@ -7,7 +7,7 @@ import logging
 import sys
 from pathlib import Path
 
-from ..settings import DEFAULT_AUDIT_LOG, Settings, default_take_retries, env_api_keys
+from ..settings import DEFAULT_AUDIT_LOG, Settings, default_take_retries, default_watermark, env_api_keys
 
 log = logging.getLogger("cosyvoice_ui.app")
 
@@ -137,6 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="speech recognition for Transcribe: auto (a downloaded Whisper model, else pocketsphinx "
                         "for English) or a model name under --models-dir/asr")
     add_take_flags(p)
+    add_watermark_flag(p)
     add_accountability_flags(p)
     p.add_argument("-v", "--verbose", action="store_true")
     return p
@@ -156,6 +157,14 @@ def add_accountability_flags(parser: argparse.ArgumentParser) -> None:
                              f"text), rotated at 10 MB, 5 old files kept. Default: {DEFAULT_AUDIT_LOG.as_posix()} in "
                              "the working folder on a public server, none on loopback")
     parser.add_argument("--no-audit-log", action="store_true", help="keep no audit trail, even on a public server")
+
+
+def add_watermark_flag(parser: argparse.ArgumentParser) -> None:
+    """`--no-watermark`, the same for the app and the CLI: the owner's switch (no request can turn the mark off)."""
+    parser.add_argument("--no-watermark", action="store_true",
+                        help="do not put the inaudible PerTh watermark into outputs (by default every output carries "
+                             "it, so `python -m cosyvoice_ui detect FILE` can tell it came from here); /health says "
+                             "whether outputs are marked")
 
 
 def add_take_flags(parser: argparse.ArgumentParser) -> None:
@@ -184,6 +193,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         allowed_origins=_origins(args.allowed_origin), max_voices=max(0, args.max_voices),
         max_glossaries=max(0, args.max_glossaries), max_projects=max(0, args.max_projects),
         require_consent=args.require_consent, audit_log=args.audit_log, no_audit_log=args.no_audit_log,
+        watermark=default_watermark() and not args.no_watermark,
         extra={"output_dir": str(args.output_dir)},
     )
 

@@ -47,6 +47,7 @@ STATE_CHANGING = (
     ("PUT", "/v1/glossaries/names", {"name": "Names", "entries": {"Nguyen": "Win"}}),
     ("DELETE", "/v1/glossaries/names", None),
     ("POST", "/v1/transcribe", {"audio": ""}),
+    ("POST", "/v1/audio/detect", {"audio": ""}),
     ("POST", "/v1/voices", {"name": "x", "audio": ""}),
     ("POST", "/gradio_api/queue/join", {"data": [], "fn_index": 0, "session_hash": "x"}),
     ("POST", "/gradio_api/upload", None),

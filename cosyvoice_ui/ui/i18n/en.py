@@ -207,6 +207,18 @@ LABELS: dict[str, str] = {
     # results: subtitles and bad-take checks (tabs/controls.py, options.py)
     "download_subtitles": "Subtitles (SRT, VTT)",
     "history_subtitle": "{fmt} subtitles",
+    # the History tab's "Check a file" panel (tabs/check.py): does a file carry this app's watermark?
+    "check_title": "Check a file for the watermark",
+    "check_help": "Every result of this app carries an inaudible watermark. Upload any audio or video file (up to "
+                  "10 minutes) to see whether it came from here.",
+    "check_file": "Audio or video file",
+    "check_button": "Check",
+    "check_marked": "**Marked**: this file carries the watermark (confidence {confidence:.0%}).",
+    "check_unmarked": "**Not marked**: no watermark found (confidence {confidence:.0%}).",
+    "check_no_file": "Upload a file first.",
+    "check_unavailable": "This server cannot check files: its watermark detector is not installed.",
+    "check_outputs_unmarked": "Outputs of this server are not marked right now, so its new results will not be "
+                              "found either.",
     "check_takes": "Check takes",
     "check_takes_info": "After each segment, check that its length fits its text and that nothing repeats; a "
                         "segment that fails is rendered again with a new seed (once by default). A retry costs "

@@ -1,5 +1,5 @@
 """The history tab: this browser's recent results (kept in its local storage), each playable (with its subtitle
-files) and re-runnable with the same request and seed."""
+files) and re-runnable with the same request and seed; above them, the "Check a file" panel (`check.py`)."""
 
 # No `from __future__ import annotations`: Gradio finds `request: gr.Request` by its evaluated annotation.
 from pathlib import Path
@@ -9,6 +9,7 @@ from .. import strings
 from ..page import Page
 from ..requests import request_from_meta
 from ..markup import MARKDOWN_OPTIONS, plain, refusal
+from .check import build_check
 
 
 def inside(path, folders: list[Path]) -> bool:
@@ -60,6 +61,7 @@ def build_history(page: Page) -> None:
         return rerun
 
     with gr.Tab(t("tab_history"), id="history"):
+        build_check(page)
         clear = gr.Button(t("clear_history"), size="sm")
 
         @gr.render(inputs=[options.history, options.lang])
