@@ -166,3 +166,24 @@ def test_mapped_pages_are_let_go_and_the_values_survive(tmp_path) -> None:
         assert _resident_kib(ranges) >= 15 * 1024
     assert _resident_kib(ranges) < 1024
     assert float(state["w"].sum()) == total  # read again from the file: nothing was lost
+
+
+def test_every_fast_setting_is_known_to_change_weights_or_not() -> None:
+    import dataclasses
+
+    from cosyvoice_ui.cosyvoice.precision import FastSettings
+    from cosyvoice_ui.cosyvoice.prepared import RUN_TIME_FIELDS, WEIGHT_FIELDS
+
+    fields = {f.name for f in dataclasses.fields(FastSettings)}
+    assert fields == set(WEIGHT_FIELDS) | set(RUN_TIME_FIELDS), "a new FastSettings field: does it change tensors?"
+    assert not set(WEIGHT_FIELDS) & set(RUN_TIME_FIELDS)
+
+
+def test_run_time_settings_share_one_copy(tiny_v3, tmp_path) -> None:
+    from cosyvoice_ui.cosyvoice.precision import FastSettings
+
+    folder = _copy(tiny_v3, tmp_path)
+    load_engine(folder, device="cpu", precision="fast")
+    other = load_engine(folder, device="cpu", precision="fast", fast=FastSettings(n_timesteps=4,
+                                                                                flow_prompt_seconds=2.0))
+    assert other.info.precision.prepared == "read" and other.n_timesteps == 4

@@ -42,6 +42,9 @@ log = logging.getLogger(__name__)
 
 FORMAT = 1  # bump when what a copy holds changes
 FOLDER_NAME = ".prepared"
+# The `FastSettings` fields that change tensors (the others, such as flow steps, act at run time).
+WEIGHT_FIELDS = ("int8_llm", "int4_llm", "bf16_estimator", "int8_estimator", "matmul_attention", "bf16_hift")
+RUN_TIME_FIELDS = ("n_timesteps", "flow_prompt_seconds", "guidance")  # a test keeps the two lists complete
 ENABLED_ENV = "COSYVOICE_PREPARED_MODELS"  # "0" turns prepared copies off (read and write)
 
 _DTYPES = {torch.float32: "F32", torch.float64: "F64", torch.bfloat16: "BF16", torch.float16: "F16",
@@ -110,7 +113,8 @@ class PreparedModels:
     @classmethod
     def for_folder(cls, model_dir: Path, precision: str, settings: object, choices: dict) -> PreparedModels:
         """settings: the precision's `FastSettings`; choices: what the CPU decided (bf16 native, int4 kernels)."""
-        fields = asdict(settings) if settings is not None else {}
+        fields = {name: value for name, value in (asdict(settings) if settings is not None else {}).items()
+                  if name in WEIGHT_FIELDS}
         return cls(Path(model_dir), cache_dir_for(model_dir), precision,
                    {**fields, **choices, "format": FORMAT, "torch": torch.__version__.split("+")[0]})
 
