@@ -169,18 +169,23 @@ class AuditLog:
             lines = [json.dumps({"time": now_utc(), "event": "dropped", "count": gap})] + lines
         if not lines:
             return
+        written = 0
         try:
-            handle = self._open()
-            handle.write(("\n".join(lines) + "\n").encode("utf-8", "surrogatepass"))
-            handle.flush()
-            with self._lock:
-                self._reported += gap
-            if handle.tell() >= self.max_bytes:
-                self._rotate()
+            for line in lines:  # rotated between lines, so a file passes the size by one line at most
+                handle = self._open()
+                handle.write((line + "\n").encode("utf-8", "surrogatepass"))
+                written += 1
+                if gap and written == 1:  # the gap is on record
+                    with self._lock:
+                        self._reported += gap
+                if handle.tell() >= self.max_bytes:
+                    self._rotate()
+            if self._file is not None:
+                self._file.flush()
         except OSError as exc:
             self._close_file()
             self._lost(f"the audit log cannot be written ({exc.strerror or type(exc).__name__})",
-                       len(lines) - (1 if gap else 0))
+                       len(lines) - max(written, 1 if gap else 0))
 
     def _open(self):
         if self._file is None:

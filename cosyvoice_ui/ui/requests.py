@@ -17,7 +17,8 @@ FIELD_OF_CODE = {
     "instruct_missing": "instruct_text",
     "speaker_unknown": "speaker", "no_speakers": "speaker", "voice_unknown": "speaker",
     "speed_out_of_range": "speed", "speed_invalid": "speed",
-    "consent_required": "consent",  # the box beside the sample
+    # shown on the sample (its box, right below it, stays in sight to be ticked; the message is beside Generate too)
+    "consent_required": "prompt",
 }
 AUDIO_CODES = ("prompt_missing", "prompt_too_short", "prompt_too_long", "prompt_low_rate", "prompt_silent",
                "audio_unreadable", "audio_too_short", "audio_too_many_channels", "audio_rate_unsupported",
