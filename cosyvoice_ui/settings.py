@@ -87,7 +87,7 @@ class Settings:
 
     def load_options(self) -> LoadOptions:
         return LoadOptions(device=self.device, precision=self.precision, max_text_chars=self.max_text_chars,
-                           threads=self.threads, voices_dir=self.voices_dir)
+                           threads=self.threads, voices_dir=self.voices_dir, batch_width=self.concurrency)
 
     @property
     def is_public(self) -> bool:
@@ -114,6 +114,7 @@ class LoadOptions:
     max_text_chars: int = 5000
     threads: int | None = None  # torch intra-op threads of the ONNX frontends; None = torch's
     voices_dir: Path | None = None  # where the offline voice keeps its match cache
+    batch_width: int = 1  # concurrent jobs whose LLM steps run together (the server's --concurrency)
 
     def with_(self, **changes: object) -> LoadOptions:
         return replace(self, **changes)

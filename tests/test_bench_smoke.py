@@ -71,3 +71,17 @@ def test_tiny_benchmark_runs_the_qwen_families(family: str) -> None:
     # Per-token bytes leave out the Qwen text table (151936 rows): the tiny LLM reads far less than it.
     assert result["floor"]["llm_bytes_per_token"] < 151936 * 32 * 4
     assert result["streaming"]["chunks"] >= 2
+
+
+@pytest.mark.parametrize("family", ["v1", "v3"])
+def test_tiny_concurrency_benchmark_reports_each_level(family: str) -> None:
+    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "concurrency.py"), "--tiny", "--json",
+                           "--family", family, "--concurrency", "1", "3"], cwd=REPO, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert [level["requests"] for level in result["levels"]] == [1, 3]
+    assert result["batches"] is (family == "v3")
+    three = result["levels"][1]
+    assert three["throughput"] > 0 and three["first_chunk_p95_s"] >= three["first_chunk_p50_s"] > 0
+    assert (three["mean_rows_per_step"] > 1.5) is (family == "v3")  # v1 decodes alone

@@ -24,6 +24,7 @@ from .families import StreamingSpec, folder_info
 from .frontend import text as text_frontend
 from .frontend.prompt import PromptEncoder, PromptFeatures
 from .loader import ModelParts, load_parts
+from .models.decode_batcher import DecodeBatcher, batches
 from .precision import FastSettings, trim_flow_prompt
 from .recipes import ModelInput, check_transcript_length
 from .streaming import FlowPrompt
@@ -39,7 +40,9 @@ class CosyVoiceEngine(Engine):
     family's recipe and chunker), queueing or idle unload (`manager`), loudness and file formats (`audio`).
     """
 
-    def __init__(self, parts: ModelParts, max_text_chars: int = DEFAULT_MAX_TEXT_CHARS) -> None:
+    def __init__(self, parts: ModelParts, max_text_chars: int = DEFAULT_MAX_TEXT_CHARS, batch_width: int = 1) -> None:
+        """batch_width: how many requests' LLM steps may run together (continuous batching, where the LLM
+        can: `models/decode_batcher.py`); 1 decodes each request alone."""
         self.folder = parts.folder
         self.device = torch.device(parts.device)
         self.llm = parts.llm
@@ -59,6 +62,9 @@ class CosyVoiceEngine(Engine):
         self.streaming_spec = self.folder.family.streaming  # ours; parity streams with `upstream_streaming`
         self.saved_voices: dict[str, tuple[PromptFeatures, str]] = {}
         self._info = folder_info(self.folder, tuple(self.spk2info), str(self.device), self.precision)
+        # What decodes speech tokens: the LLM itself, or the loop that batches concurrent requests' steps.
+        self.token_decoder = (DecodeBatcher(self.llm, batch_width) if batch_width > 1 and batches(self.llm)
+                        else self.llm)
 
     # --- interface ------------------------------------------------------------------------------
 
@@ -91,6 +97,9 @@ class CosyVoiceEngine(Engine):
                                      tuple(spoken) if last_of_segment else ())
 
     def close(self) -> None:
+        if isinstance(self.token_decoder, DecodeBatcher):
+            self.token_decoder.close()
+        self.token_decoder = None
         for name in ("llm", "flow", "hift", "prompts", "tokenizer"):
             setattr(self, name, None)
         gc.collect()
@@ -224,8 +233,15 @@ class CosyVoiceEngine(Engine):
                         cancel: threading.Event | None, index: int, total: int, stream: bool, speed: float,
                         forced_tokens: int | None = None,
                         record: list[int] | None = None) -> Iterator[tuple[torch.Tensor, bool]]:
+        streamed = stream and speed == 1.0
+        render_generator = generator
+        if streamed and source_tokens is None and isinstance(self.token_decoder, DecodeBatcher):
+            # The batched decoder samples on its own thread while this one renders chunks: each needs its own
+            # generator (the same seed's state), or the two would draw from one in an order set by timing.
+            render_generator = torch.Generator()
+            render_generator.set_state(generator.get_state())
         render = self.chunker.renderer(self.flow, self.hift, self.config_streaming, self._flow_prompt(model_input),
-                                       generator, self.n_timesteps)
+                                       render_generator, self.n_timesteps)
         base = index / total
 
         def stage(name: str, within: float, message: str) -> None:
@@ -239,7 +255,7 @@ class CosyVoiceEngine(Engine):
                                                                     forced_tokens))
         if record is not None:  # `record` receives every token the flow is given
             tokens_iter = _recorded(tokens_iter, record)
-        if stream and speed == 1.0:
+        if streamed:
             for speech, last in self.chunker.schedule(tokens_iter, render, self.config_streaming):
                 raise_if_cancelled(cancel)
                 stage("vocoder", 0.9, "audio chunk ready")
@@ -260,7 +276,7 @@ class CosyVoiceEngine(Engine):
         device = self.device
         expected = max(1, 12 * model_input.text.shape[1])
         count = 0
-        for token in self.llm.inference(
+        for token in self.token_decoder.inference(
             model_input.text.to(device), model_input.prompt_text.to(device),
             model_input.llm_prompt_tokens.to(device), model_input.llm_embedding.to(device),
             sampler=self.sampler, generator=generator, max_len=forced_tokens, ignore_eos=forced_tokens is not None,
@@ -290,14 +306,16 @@ def _with_voices(info: EngineInfo, voices: tuple[str, ...]) -> EngineInfo:
 
 def load_engine(model_dir: str | Path, device: str = "auto", progress: ProgressCallback | None = None, *,
                 max_text_chars: int = DEFAULT_MAX_TEXT_CHARS, precision: str = "stock", threads: int | None = None,
-                n_timesteps: int | None = None, fast: FastSettings | None = None) -> CosyVoiceEngine:
+                n_timesteps: int | None = None, fast: FastSettings | None = None,
+                batch_width: int = 1) -> CosyVoiceEngine:
     """Load the model in `model_dir` (a CosyVoice folder) and return its engine.
 
     device: auto | cpu | cuda; precision: "stock" (the default in code: upstream's numbers) | "fast" |
     "extra-fast" | "auto" (fast on a CPU, stock on a GPU: the app's and the CLI's default) (`fast` tunes what
     fast changes); threads caps the ONNX sessions; n_timesteps overrides the flow's Euler steps (see
-    `loader.load_parts`).
+    `loader.load_parts`); batch_width: concurrent requests whose LLM steps run together (the server's
+    `--concurrency`).
     """
     parts = load_parts(Path(model_dir), device=device, progress=progress, precision=precision, threads=threads,
                        n_timesteps=n_timesteps, fast=fast)
-    return CosyVoiceEngine(parts, max_text_chars=max_text_chars)
+    return CosyVoiceEngine(parts, max_text_chars=max_text_chars, batch_width=batch_width)

@@ -75,7 +75,8 @@ def load_any(model_id: str, options: LoadOptions | None = None, progress: Progre
     from ..cosyvoice.engine import load_engine
 
     return load_engine(model_id, device=options.device, progress=progress, precision=options.precision,
-                       max_text_chars=options.max_text_chars, threads=options.threads)
+                       max_text_chars=options.max_text_chars, threads=options.threads,
+                       batch_width=options.batch_width)
 
 
 def describe(model_id: str) -> EngineInfo:

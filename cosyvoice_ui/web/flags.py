@@ -98,7 +98,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_precision_flag(p)
     p.add_argument("--threads", type=int, default=None, help="CPU threads for torch (default: torch's choice)")
     p.add_argument("--max-text-chars", type=int, default=5000)
-    p.add_argument("--concurrency", type=int, default=1, help="jobs running at once (others wait in the queue)")
+    p.add_argument("--concurrency", type=int, default=1,
+                   help="jobs running at once (others wait in the queue); on CosyVoice2/3 their LLM steps run "
+                        "as one batch of this width, so a second request costs little more memory traffic")
     p.add_argument("--queue-size", type=int, default=32)
     p.add_argument("--rate-limit", type=int, default=None,
                    help="REST requests per minute per client (default: 60 on a public server, none on loopback; "

@@ -133,6 +133,23 @@ class Qwen2Attention(nn.Module):
         return self.o_proj(out.transpose(1, 2).reshape(b, t, self.n_heads * self.head_dim))
 
 
+    def forward_rows(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                     caches: list[KVCache]) -> torch.Tensor:
+        """One new position for each of B separate decodes: x [B, 1, D]; cos/sin [B, 1, Dh] (each row at its
+        own position); caches: each row's keys/values (appended to in place). The projections run on all rows
+        at once (one read of the weights); attention runs per row over its own cache. Returns [B, 1, D]."""
+        b = x.size(0)
+        q, k, v = self._project_qkv(x)
+        q, k = apply_rotary(q, cos[:, None], sin[:, None]), apply_rotary(k, cos[:, None], sin[:, None])
+        rows = []
+        for i, cache in enumerate(caches):
+            keys, values = cache.append(k[i : i + 1], v[i : i + 1])
+            rows.append(F.scaled_dot_product_attention(q[i : i + 1], keys, values,
+                                                       enable_gqa=self.n_heads != self.n_kv))
+        out = torch.cat(rows)
+        return self.o_proj(out.transpose(1, 2).reshape(b, 1, self.n_heads * self.head_dim))
+
+
 class Qwen2MLP(nn.Module):
     """down(SiLU(gate(x)) ⊙ up(x)), no biases."""
 
@@ -158,6 +175,11 @@ class Qwen2DecoderLayer(nn.Module):
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache: KVCache | None) -> torch.Tensor:
         x = x + self.self_attn(self.input_layernorm(x), cos, sin, cache)
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+    def forward_rows(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                     caches: list[KVCache]) -> torch.Tensor:
+        x = x + self.self_attn.forward_rows(self.input_layernorm(x), cos, sin, caches)
         return x + self.mlp(self.post_attention_layernorm(x))
 
 
@@ -196,6 +218,18 @@ class Qwen2Model(nn.Module):
         x = inputs_embeds
         for i, layer in enumerate(self.layers):
             x = layer(x, cos, sin, None if cache is None else cache.layers[i])
+        return self.norm(x)
+
+
+    def forward_rows(self, inputs_embeds: torch.Tensor, caches: list[Qwen2DecodeCache]) -> torch.Tensor:
+        """One new position for each of B separate decodes (continuous batching): inputs_embeds [B, 1, D], row
+        i following caches[i]'s positions (each cache at its own length). Returns [B, 1, D]; every row equals
+        what `forward(row, cache)` returns, up to the summation order of a B-row matrix product."""
+        tables = [self.rotary_emb(cache.length, 1, inputs_embeds.dtype) for cache in caches]
+        cos, sin = torch.stack([c for c, _ in tables]), torch.stack([s for _, s in tables])
+        x = inputs_embeds
+        for i, layer in enumerate(self.layers):
+            x = layer.forward_rows(x, cos, sin, [cache.layers[i] for cache in caches])
         return self.norm(x)
 
 
@@ -243,3 +277,7 @@ class Qwen2Encoder(nn.Module):
     def forward_step(self, xs: torch.Tensor, cache: Qwen2DecodeCache) -> torch.Tensor:
         """xs [1, T, D] new positions → their outputs [1, T, D]; the cache is appended to in place."""
         return self.model.model(xs, cache)
+
+    def forward_rows(self, xs: torch.Tensor, caches: list[Qwen2DecodeCache]) -> torch.Tensor:
+        """xs [B, 1, D], one new position per decode → [B, 1, D] (`Qwen2Model.forward_rows`)."""
+        return self.model.model.forward_rows(xs, caches)

@@ -166,6 +166,13 @@ class SpeechTokenLM(nn.Module):
         The iterator is lazy: stop iterating (or `close()` it) to stop decoding early.
         """
         # Checked here, eagerly; the decoding generator below only runs when iterated.
+        generator, min_len, max_len = self.decode_setup(text, prompt_text, generator, min_len, max_len)
+        return self._decode(text, prompt_text, prompt_speech_token, embedding, sampler, generator,
+                            min_len, max_len, ignore_eos)
+
+    def decode_setup(self, text: torch.Tensor, prompt_text: torch.Tensor, generator: torch.Generator | None,
+                     min_len: int | None, max_len: int | None) -> tuple[torch.Generator, int, int]:
+        """The checks and defaults of `inference` (shared with the batched decoder): (generator, min, max)."""
         if generator is None:
             generator = torch.Generator()
             generator.seed()  # non-deterministic, and leaves the global RNG alone
@@ -173,10 +180,23 @@ class SpeechTokenLM(nn.Module):
             raise ValueError(f"the sampler runs on the CPU; pass a CPU torch.Generator, not {generator.device}")
         self.check_text(self._text_ids(text, prompt_text))
         default_min, default_max = self.length_limits(text.size(1))
-        min_len = default_min if min_len is None else min_len
-        max_len = default_max if max_len is None else max_len
-        return self._decode(text, prompt_text, prompt_speech_token, embedding, sampler, generator,
-                            min_len, max_len, ignore_eos)
+        return (generator, default_min if min_len is None else min_len,
+                default_max if max_len is None else max_len)
+
+    def pick(self, logp: torch.Tensor, step: int, decoded: list[int], sampler: Sampler,
+             generator: torch.Generator, min_len: int, ignore_eos: bool) -> int | None:
+        """The decoding rule for one step: logp [V] (changed in place) → the next token, or None to stop."""
+        stop = self.speech_token_size
+        if ignore_eos:
+            logp[stop:] = float("-inf")
+        elif step < min_len:
+            logp[self.min_len_masked_id] = float("-inf")
+        token = sampler(logp, decoded, generator)
+        if token >= stop:
+            log.debug("llm stopped on %d after %d tokens", token, step)
+            return None
+        assert token >= 0, f"sampler returned {token}"
+        return token
 
     @torch.inference_mode()
     def _decode(
@@ -195,19 +215,12 @@ class SpeechTokenLM(nn.Module):
         log.debug("llm prefix %d positions, min_len %d, max_len %d", x.size(1), min_len, max_len)
         # KV buffers sized once for the whole decode; pages are touched only as they are used.
         cache = self.llm.new_cache(reserve=x.size(1) + max_len)
-        stop = self.speech_token_size
         decoded: list[int] = []
         for step in range(max_len):
-            logp = self._next_logp(self.llm.forward_step(x, cache))
-            if ignore_eos:
-                logp[stop:] = float("-inf")
-            elif step < min_len:
-                logp[self.min_len_masked_id] = float("-inf")
-            token = sampler(logp, decoded, generator)
-            if token >= stop:
-                log.debug("llm stopped on %d after %d tokens", token, step)
+            token = self.pick(self._next_logp(self.llm.forward_step(x, cache)), step, decoded, sampler, generator,
+                              min_len, ignore_eos)
+            if token is None:
                 break
-            assert token >= 0, f"sampler returned {token}"
             yield token
             decoded.append(token)
             x = self.speech_embedding.weight[token].reshape(1, 1, -1)

@@ -1,0 +1,134 @@
+"""Many voices at once: throughput and first-chunk latency of N concurrent streamed requests on one engine, whose
+LLM steps run as one batch of width N (continuous batching, `cosyvoice/models/decode_batcher.py`; v1 decodes each
+request alone).
+
+    python benchmarks/concurrency.py --family v3 --precision fast               # 1, 2, 4, 8 requests
+    python benchmarks/concurrency.py --family v2 --concurrency 1 4 --threads 2
+    python benchmarks/concurrency.py --tiny --json                                # smoke test (CI), seconds
+
+Each request is bench_engine's workload (zero-shot, 5 s prompt, exactly 5 s of output), streamed, with its own
+seed; N requests start together in N threads. Printed per N: wall time, throughput (seconds of audio per second)
+and its ratio to one request's, first chunk p50 / p95 / max, and the mean number of rows per batched LLM step.
+The engine is loaded once; the batch width is set per N.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+HERE = Path(__file__).resolve().parent
+for path in (REPO, HERE):
+    if str(path) not in sys.path:
+        sys.path.insert(0, str(path))
+
+import cosyvoice_ui  # noqa: E402, F401  (sets OpenMP's spin count before torch loads, as the app does)
+import torch  # noqa: E402
+
+from cosyvoice_ui.cosyvoice.engine import load_engine  # noqa: E402
+from cosyvoice_ui.cosyvoice.models.decode_batcher import DecodeBatcher, batches  # noqa: E402
+from cosyvoice_ui.testing.signals import voice_clip  # noqa: E402
+
+from workload import Workload, build_input, render_streaming  # noqa: E402
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
+
+
+def run_level(engine, model_input, tokens: int, n: int, audio_s: float) -> dict:
+    """N streamed requests at once; their first chunks and the wall time."""
+    if batches(engine.llm):
+        if isinstance(engine.token_decoder, DecodeBatcher):
+            engine.token_decoder.close()
+        engine.token_decoder = DecodeBatcher(engine.llm, n) if n > 1 else engine.llm
+    results: list[tuple[float, float] | None] = [None] * n
+    errors: list[BaseException] = []
+    go = threading.Barrier(n)
+
+    def one(i: int) -> None:
+        try:
+            go.wait()
+            first, total, _, _ = render_streaming(engine, model_input, tokens, seed=100 + i)
+            results[i] = (first, total)
+        except BaseException as exc:  # noqa: BLE001  (reported after the run)
+            errors.append(exc)
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+    start = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    wall = time.perf_counter() - start
+    if errors:
+        raise errors[0]
+    firsts = [r[0] for r in results if r is not None]
+    decoder = engine.token_decoder
+    rows = decoder.rows / decoder.steps if isinstance(decoder, DecodeBatcher) and decoder.steps else 1.0
+    return {"requests": n, "wall_s": wall, "throughput": n * audio_s / wall,
+            "first_chunk_p50_s": statistics.median(firsts), "first_chunk_p95_s": _percentile(firsts, 0.95),
+            "first_chunk_max_s": max(firsts), "mean_rows_per_step": rows}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--family", default="v3", choices=("v1", "v2", "v3"))
+    parser.add_argument("--model-dir", type=Path, help="a real model folder instead of the random full-size one")
+    parser.add_argument("--tiny", action="store_true", help="a tiny random model (smoke test)")
+    parser.add_argument("--precision", default="fast")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 2, 4, 8])
+    parser.add_argument("--tokens", type=int, help="output tokens per request (default: 5 s of speech)")
+    parser.add_argument("--cache-dir", type=Path, help="where the full-size random folders are (bench_engine's)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object (last line)")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    from bench_engine import DEFAULT_CACHE, FAMILIES, full_size_folder, tiny_folder
+
+    with tempfile.TemporaryDirectory() as scratch:
+        if args.model_dir:
+            folder = args.model_dir
+        elif args.tiny:
+            folder = tiny_folder(Path(scratch), args.family)
+        else:
+            folder = full_size_folder(args.cache_dir or DEFAULT_CACHE, args.family)
+        engine = load_engine(folder, device="cpu", precision=args.precision)
+        family = FAMILIES[args.family]
+        workload = Workload.for_family(family.token_rate, family.mel_rate)
+        tokens = args.tokens or (40 if args.tiny else workload.output_tokens)
+        features = engine.encode_voice(voice_clip(workload.prompt_seconds, rate=16000))
+        model_input = build_input(engine, features, workload)
+        audio_s = tokens / family.token_rate
+        render_streaming(engine, model_input, min(tokens, 10), seed=1)  # warm up
+        levels = [run_level(engine, model_input, tokens, n, audio_s) for n in args.concurrency]
+        batched = batches(engine.llm)
+        engine.close()
+    single = next((level["throughput"] for level in levels if level["requests"] == 1), None)
+    result = {"model": folder.name, "family": args.family, "precision": args.precision, "threads": args.threads,
+              "tokens_per_request": tokens, "audio_s_per_request": audio_s, "batches": batched,
+              "levels": levels, "single_throughput": single}
+    if args.json:
+        print(json.dumps(result))
+        return
+    print(f"{folder.name}, {args.precision}, {args.threads} threads, {tokens} tokens ({audio_s:.1f} s) per request, "
+          f"LLM steps {'batched' if result['batches'] else 'one request at a time (this family)'}")
+    print(f"  {'requests':>8}{'wall s':>9}{'audio s/s':>11}{'vs 1':>7}{'first chunk p50':>17}{'p95':>7}{'max':>7}"
+          f"{'rows/step':>11}")
+    for level in levels:
+        ratio = f"{level['throughput'] / single:.2f}x" if single else "-"
+        print(f"  {level['requests']:>8}{level['wall_s']:>9.2f}{level['throughput']:>11.2f}{ratio:>7}"
+              f"{level['first_chunk_p50_s']:>15.2f} s{level['first_chunk_p95_s']:>6.2f}s"
+              f"{level['first_chunk_max_s']:>6.2f}s{level['mean_rows_per_step']:>11.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,153 @@
+"""Continuous batching of speech-token decodes (models/decode_batcher.py) on tiny v2/v3 models: a row stepped
+beside others computes what it computes alone, sequences join and leave between steps, a consumer that goes away
+frees its row, and an engine with a batch width renders concurrent requests that each match their solo render
+(stock)."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from cosyvoice_ui import Mode, SynthesisRequest, load_engine
+from cosyvoice_ui.cosyvoice.models.decode_batcher import DecodeBatcher, batches
+from cosyvoice_ui.cosyvoice.models.sampling import greedy
+from cosyvoice_ui.testing.signals import voice_clip
+
+
+@pytest.fixture(scope="module")
+def v3_engine(tiny_v3: Path):
+    return load_engine(tiny_v3, device="cpu")
+
+
+def _inputs(engine, seed: int, n_text: int = 6):
+    g = torch.Generator().manual_seed(seed)
+    vocab = 50
+    text = torch.randint(1, vocab, (1, n_text), generator=g)
+    prompt_text = torch.randint(1, vocab, (1, 3), generator=g)
+    marker = getattr(engine.llm, "endofprompt_id", None)  # v3 wants <|endofprompt|> in the prompt text
+    if marker is not None:
+        prompt_text[0, -1] = marker
+    prompt_speech = torch.randint(0, engine.llm.speech_token_size, (1, 5 + seed), generator=g)
+    return text, prompt_text, prompt_speech, None
+
+
+def test_rows_stepped_together_equal_each_row_alone(v3_engine) -> None:
+    lm = v3_engine.llm
+    d = lm.speech_embedding.weight.size(1)
+    caches, solo, prefixes = [], [], []
+    with torch.inference_mode():
+        for length in (3, 7, 11):  # three decodes at different positions
+            prefix = torch.randn(1, length, d, generator=torch.Generator().manual_seed(length))
+            a, b = lm.llm.new_cache(), lm.llm.new_cache()
+            lm.llm.forward_step(prefix, a)
+            lm.llm.forward_step(prefix, b)
+            caches.append(a)
+            solo.append(b)
+            prefixes.append(prefix)
+        step = torch.randn(3, 1, d, generator=torch.Generator().manual_seed(0))
+        together = lm.llm.forward_rows(step, caches)
+        alone = torch.cat([lm.llm.forward_step(step[i : i + 1], solo[i]) for i in range(3)])
+    torch.testing.assert_close(together, alone, rtol=1e-5, atol=1e-5)
+    assert [c.length for c in caches] == [4, 8, 12] == [c.length for c in solo]
+
+
+def test_batched_decodes_give_each_request_its_own_tokens(v3_engine) -> None:
+    lm = v3_engine.llm
+    batcher = DecodeBatcher(lm, width=3)
+    try:
+        requests = [_inputs(v3_engine, seed) for seed in range(4)]  # 4 requests, 3 rows: one waits, then joins
+        alone = [list(lm.inference(*r, sampler=greedy, max_len=12 + i, min_len=2))
+                 for i, r in enumerate(requests)]
+        iterators = [batcher.inference(*r, sampler=greedy, max_len=12 + i, min_len=2)
+                     for i, r in enumerate(requests)]
+        results: list[list[int]] = [[] for _ in requests]
+        threads = [threading.Thread(target=lambda i=i: results[i].extend(iterators[i])) for i in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        assert results == alone
+        assert batcher.steps > 0 and batcher.rows / batcher.steps > 1.5  # steps really ran with several rows
+    finally:
+        batcher.close()
+
+
+def test_a_consumer_that_stops_frees_its_row_and_the_others_go_on(v3_engine) -> None:
+    lm = v3_engine.llm
+    batcher = DecodeBatcher(lm, width=2)
+    gate, steps = threading.Event(), []
+
+    def held(logp, decoded, generator):  # holds the loop at the 6th token until the test lets go
+        steps.append(len(decoded))
+        if len(decoded) == 5:
+            gate.wait(10)
+        return greedy(logp, decoded, generator)
+
+    try:
+        first = batcher.inference(*_inputs(v3_engine, 1), sampler=held, max_len=40, min_len=40)
+        taken = [next(first) for _ in range(3)]
+        first.close()  # the request was stopped
+        gate.set()
+        second = list(batcher.inference(*_inputs(v3_engine, 2), sampler=greedy, max_len=20, min_len=20))
+        assert len(taken) == 3 and len(second) == 20
+        assert max(steps) <= 5  # never stepped past the hold: a kept row would run on to its 40th token
+    finally:
+        batcher.close()
+
+
+def test_closing_ends_waiting_requests_with_an_error(v3_engine) -> None:
+    batcher = DecodeBatcher(v3_engine.llm, width=1)
+    tokens = batcher.inference(*_inputs(v3_engine, 3), sampler=greedy, max_len=30, min_len=30)
+    next(tokens)
+    batcher.close()
+    with pytest.raises(RuntimeError, match="unloaded"):
+        list(tokens)
+    with pytest.raises(RuntimeError, match="unloaded"):
+        next(batcher.inference(*_inputs(v3_engine, 4), sampler=greedy, max_len=5))
+
+
+def test_v1_decodes_alone(tiny_base: Path) -> None:
+    engine = load_engine(tiny_base, device="cpu", batch_width=4)
+    assert not batches(engine.llm) and engine.token_decoder is engine.llm
+
+
+@pytest.mark.parametrize("family", ["v2", "v3"])
+def test_an_engine_with_a_batch_width_renders_concurrent_requests_as_alone(family, tiny_v2, tiny_v3) -> None:
+    folder = {"v2": tiny_v2, "v3": tiny_v3}[family]
+    solo = load_engine(folder, device="cpu")
+    shared = load_engine(folder, device="cpu", batch_width=3)
+    assert isinstance(shared.token_decoder, DecodeBatcher)
+    # Greedy picks: a batched row's logits differ from a lone one's in the last float bits (summation order),
+    # which can move a random pick that lands on a boundary of the tiny model's near-flat distribution.
+    solo.sampler = shared.sampler = greedy
+    requests = [SynthesisRequest(Mode.ZERO_SHOT, text=text, prompt_audio=voice_clip(3.0, seed=i),
+                                 prompt_text="A prompt transcript.", seed=10 + i)
+                for i, text in enumerate(["One request among three.", "The second one speaks.", "And a third."])]
+    alone = [np.concatenate([c.samples for c in solo.synthesize(r)]) for r in requests]
+    together: list[np.ndarray | None] = [None] * 3
+
+    def run(i: int) -> None:
+        together[i] = np.concatenate([c.samples for c in shared.synthesize(requests[i])])
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    for a, b in zip(alone, together):
+        assert b is not None and a.shape == b.shape
+        np.testing.assert_allclose(a, b, atol=1e-4)
+    shared.close()
+
+
+def test_a_stream_decoded_in_a_batch_is_the_same_for_the_same_seed(tiny_v3) -> None:
+    engine = load_engine(tiny_v3, device="cpu", batch_width=2)
+    request = SynthesisRequest(Mode.ZERO_SHOT, text="A streamed request, decoded ahead.", prompt_audio=voice_clip(3.0),
+                               prompt_text="A prompt transcript.", seed=5, stream=True)
+    runs = [np.concatenate([c.samples for c in engine.synthesize(request)]) for _ in range(2)]
+    np.testing.assert_array_equal(runs[0], runs[1])
+    engine.close()
