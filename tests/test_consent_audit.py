@@ -352,3 +352,36 @@ def test_one_trail_per_file_in_a_process(tmp_path: Path) -> None:
     assert one is audit_log_for(Settings(share=True, audit_log=tmp_path / "a.jsonl"))
     assert one is not audit_log_for(Settings(audit_log=tmp_path / "b.jsonl"))
     assert audit_log_for(Settings()) is None
+
+
+def test_a_stream_is_logged_once_at_its_end_and_a_stopped_one_as_incomplete(tmp_path: Path) -> None:
+    from cosyvoice_ui.serving.jobs import JobOptions, SpeechJobs
+
+    speech = SpeechJobs(fake_manager(), Settings(voices_dir=tmp_path / "v", glossary_dir=tmp_path / "g",
+                                                 audit_log=tmp_path / "audit.jsonl"))
+    options = JobOptions(caller=Caller("rest", "key-2"))
+    whole = speech.start(speech.prepare(SynthesisRequest(Mode.SFT, text="one two three", speaker="alice",
+                                                         stream=True), options))
+    assert len(list(whole.chunks())) >= 2
+    whole.result()  # a caller that asks for the result too: still one line
+    stopped = speech.start(speech.prepare(SynthesisRequest(Mode.SFT, text="one two three four", speaker="bob",
+                                                           stream=True), options))
+    next(iter(stopped.chunks()))
+    stopped.release()  # the client left after the first chunk
+    assert speech.audit.flush()
+    lines = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
+    assert [(line["voice"], line["complete"]) for line in lines] == [("alice", True), ("bob", False)]
+    assert 0 < lines[1]["seconds"] < lines[0]["seconds"] + 1 and lines[1]["who"] == "key-2"
+
+
+def test_the_cli_names_its_surface_and_takes_audit_log(tmp_path: Path) -> None:
+    from cosyvoice_ui.cli.common import cli_settings, speech_jobs
+    from cosyvoice_ui.cli.main import build_parser as cli_parser
+
+    args = cli_parser().parse_args(["synth", "--text", "Hi.", "--out", str(tmp_path / "a.wav"),
+                                    "--voices-dir", str(tmp_path / "voices"), "--audit-log",
+                                    str(tmp_path / "cli.jsonl")])
+    assert cli_settings(args).audit_path == tmp_path / "cli.jsonl"
+    assert not consent_required(cli_settings(args))  # the owner, on the machine
+    for surface in ("cli", "script", "book"):
+        assert speech_jobs(args, surface=surface)[1].caller == Caller(surface)
