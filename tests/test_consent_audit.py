@@ -32,7 +32,7 @@ from cosyvoice_ui.testing.signals import voice_clip
 from cosyvoice_ui.types import Mode, SynthesisRequest
 from cosyvoice_ui.web.flags import build_parser, settings_from_args
 from cosyvoice_ui.web.server import create_app
-from tests.web_client import LOOPBACK
+from tests.web_client import LOOPBACK, free_port
 
 TEXT = "A sentence the audit trail must never hold."
 
@@ -385,3 +385,34 @@ def test_the_cli_names_its_surface_and_takes_audit_log(tmp_path: Path) -> None:
     assert not consent_required(cli_settings(args))  # the owner, on the machine
     for surface in ("cli", "script", "book"):
         assert speech_jobs(args, surface=surface)[1].caller == Caller(surface)
+
+
+def test_a_thin_client_vouches_for_the_consent_it_checked(tmp_path: Path) -> None:
+    """A thin client sends every cloned voice (its saved ones too) as a recording: having applied the rule to its
+    own caller, it tells a remote that requires consent so."""
+    import uvicorn
+    from fastapi import FastAPI
+
+    from cosyvoice_ui.api.routes import add_routes
+    from cosyvoice_ui.serving.remote import RemoteEngine
+
+    settings = Settings(voices_dir=tmp_path / "v", glossary_dir=tmp_path / "g", api_keys=("box-key",),
+                        require_consent=True, audit_log=tmp_path / "box.jsonl", rate_limit_per_min=0)
+    app = FastAPI()
+    add_routes(app, fake_manager(), settings)
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning"))
+    thread = threading.Thread(target=server.run, name="consent-remote", daemon=True)
+    thread.start()
+    try:
+        for _ in range(400):
+            if server.started:
+                break
+            threading.Event().wait(0.05)
+        engine = RemoteEngine(f"http://127.0.0.1:{server.config.port}", api_key="box-key")
+        request = SynthesisRequest(Mode.CROSS_LINGUAL, text="Hi there.", prompt_audio=voice_clip(4.0), seed=1)
+        assert sum(len(chunk.samples) for chunk in engine.synthesize(engine.check(request))) > 0
+        engine.close()
+    finally:
+        server.should_exit = True
+        thread.join(10)
+    assert [line["who"] for line in audit_lines(app)] == ["key-1"]

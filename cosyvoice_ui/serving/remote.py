@@ -290,6 +290,9 @@ class RemoteEngine(Engine):
             body["voice_id"] = speaker
         if prompt is not None:
             body["prompt_audio"] = _audio_b64(prompt)
+            # This process's own speech job already applied the consent rule to its caller (a saved voice was
+            # consented when saved), so the remote, which sees every voice as a recording, is told so.
+            body["consent"] = True
         if request.source_audio is not None:
             body["source_audio"] = _audio_b64(request.source_audio)
         return body
