@@ -272,6 +272,10 @@ def test_the_ui_asks_beside_the_sample_in_its_words(tmp_path: Path) -> None:
     handlers.check(request_from_meta(ticked), consent=True)
     list(handlers.run(request_from_meta(ticked, seed=3), OutputOptions(), [], None, None, ticked))  # as history
     handlers.check(request_from_meta(sft_meta("alice", "Hi there.")))  # a preset: nothing to confirm
+    from cosyvoice_ui.ui.examples import example_voice
+
+    example, spoken = example_voice(tmp_path / "examples")  # "Try an example voice": the app's own, no one's
+    handlers.check(request_from_meta(clone_meta(example, None, spoken, "Hi there.")))
     lines = [json.loads(line) for line in (tmp_path / "ui.jsonl").read_text().splitlines()] \
         if handlers.speech.audit.flush() else []
     assert [(entry["surface"], entry["mode"]) for entry in lines] == [("ui", "zero_shot")]
