@@ -34,7 +34,7 @@ CHECK_LIMITS = AudioLimits(
     max_seconds=CHECK_SECONDS, allowed_seconds=CHECK_SECONDS, code="watermark_file_too_long",
     advice=f"the check reads at most {CHECK_SECONDS / 60:.0f} minutes, so cut an excerpt (a minute is plenty: "
            "the mark is in every second)")
-CHECK_RATE = 32000  # what ffmpeg decodes other formats to: the detector's own rate
+CHECK_RATE = 24000  # what ffmpeg decodes other formats to: 10 minutes fill the door's sample budget (14.4 M)
 
 
 class WatermarkUnavailable(CosyVoiceError):
@@ -110,10 +110,14 @@ class Watermark:
                 return self.networks().embed(samples, sample_rate)
             except WatermarkUnavailable:
                 return None
+        self.warn(problem)
+        return None
+
+    def warn(self, problem: str) -> None:
+        """The log's one line saying outputs go out unmarked, and why (once per process)."""
         if not self._warned:
             self._warned = True
             log.warning("watermark: outputs are NOT marked: %s", problem)
-        return None
 
     def check(self, audio: Audio) -> Verdict:
         """Whether `audio` carries the mark; `InvalidRequest` when it is too short or silent to tell,
@@ -179,10 +183,9 @@ def status(settings: Settings) -> dict:
 
 
 def announce(settings: Settings) -> None:
-    """One log line at start when outputs will not be marked, and why."""
+    """One warning at start when outputs will not be marked, and why (said once: not again at the first job)."""
     state = status(settings)
     if state["state"] == "off":
         log.warning("watermark: outputs are not marked (--no-watermark)")
     elif state["state"] == "unavailable":
-        log.warning("watermark: outputs are NOT marked: %s", state["reason"])
-        shared()._warned = True
+        shared().warn(state["reason"])

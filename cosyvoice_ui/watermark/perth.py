@@ -99,18 +99,19 @@ class PerthMark:
     # --- detection -----------------------------------------------------------------------------------------
 
     def score(self, samples: np.ndarray, rate: int) -> Score:
-        """The mark's score of a recording; `ValueError` when it is too short or silent to be read."""
-        at_32k = to_rate(np.nan_to_num(np.asarray(samples, dtype=np.float32)), rate, spectral.RATE)
-        seconds = at_32k.size / spectral.RATE
+        """The mark's score of a recording; `ValueError` when it is too short or silent to be read. Each window is
+        resampled to 32 kHz on its own, so memory holds the recording and one window."""
+        x = np.nan_to_num(np.asarray(samples, dtype=np.float32))
+        seconds = x.size / rate
         if seconds < MIN_SCORE_SECONDS:
             raise ValueError("too_short")
-        window = int(WINDOW_SECONDS * spectral.RATE)
-        pieces = max(1, math.ceil(at_32k.size / window))
-        bounds = np.linspace(0, at_32k.size, pieces + 1).astype(int)
+        pieces = max(1, math.ceil(seconds / WINDOW_SECONDS))
+        bounds = np.linspace(0, x.size, pieces + 1).astype(int)
         total, weight = 0.0, 0
         with torch.inference_mode():
             for start, end in zip(bounds[:-1], bounds[1:]):
-                value, voiced = self._score_window(torch.from_numpy(at_32k[start:end]))
+                window = to_rate(x[start:end], rate, spectral.RATE)
+                value, voiced = self._score_window(torch.from_numpy(window))
                 if voiced:
                     total += value * voiced
                     weight += voiced

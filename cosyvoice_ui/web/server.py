@@ -262,6 +262,9 @@ def serve(settings: Settings) -> int:
         trail = settings.audit_path.as_posix() if settings.audit_path is not None else "off"
         consent = "asked for new recordings" if app.state.api.speech.consent.required else "not asked"
         print(f"Speaker consent: {consent}; audit trail: {trail}", file=sys.stderr)
+    from ..serving.watermarking import announce
+
+    announce(settings)  # one warning when outputs will not carry the watermark, and why
     if settings.mcp:
         print(f"MCP tools (synthesize, list_voices, save_voice): http://{settings.host}:{settings.port}"
               "/gradio_api/mcp/", file=sys.stderr)
