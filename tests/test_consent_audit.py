@@ -420,3 +420,19 @@ def test_a_thin_client_vouches_for_the_consent_it_checked(tmp_path: Path) -> Non
         server.should_exit = True
         thread.join(10)
     assert [line["who"] for line in audit_lines(app)] == ["key-1"]
+
+
+def test_a_cluster_ingress_logs_its_requests_as_cluster(tmp_path: Path) -> None:
+    """The ingress serves the app's own routes and names itself (`app.state.surface`, cluster/ingress.py)."""
+    from fastapi import FastAPI
+
+    from cosyvoice_ui.api.routes import add_routes
+
+    app = FastAPI()
+    app.state.surface = "cluster"
+    add_routes(app, fake_manager(), Settings(voices_dir=tmp_path / "v", glossary_dir=tmp_path / "g",
+                                             audit_log=tmp_path / "cluster.jsonl"))
+    client = TestClient(app, base_url=LOOPBACK)
+    assert client.post("/tts", json={"text": "Hi there.", "speaker": "alice"}).status_code == 200
+    assert client.post("/v1/audio/speech", json={"input": "Hi.", "voice": "bob"}).status_code == 200
+    assert [line["surface"] for line in audit_lines(app)] == ["cluster", "cluster"]
