@@ -25,6 +25,7 @@ from .frontend import text as text_frontend
 from .frontend.prompt import PromptEncoder, PromptFeatures
 from .loader import ModelParts, load_parts
 from .models.decode_batcher import DecodeBatcher, batches
+from .render_turns import RenderTurns
 from .precision import FastSettings, trim_flow_prompt
 from .recipes import ModelInput, check_transcript_length
 from .streaming import FlowPrompt
@@ -64,7 +65,9 @@ class CosyVoiceEngine(Engine):
         self._info = folder_info(self.folder, tuple(self.spk2info), str(self.device), self.precision)
         # What decodes speech tokens: the LLM itself, or the loop that batches concurrent requests' steps.
         self.token_decoder = (DecodeBatcher(self.llm, batch_width) if batch_width > 1 and batches(self.llm)
-                        else self.llm)
+                              else self.llm)
+        # Concurrent requests render one at a time, first chunks first (render_turns.py).
+        self.render_turns = RenderTurns() if batch_width > 1 else None
 
     # --- interface ------------------------------------------------------------------------------
 
@@ -242,6 +245,8 @@ class CosyVoiceEngine(Engine):
             render_generator.set_state(generator.get_state())
         render = self.chunker.renderer(self.flow, self.hift, self.config_streaming, self._flow_prompt(model_input),
                                        render_generator, self.n_timesteps)
+        if self.render_turns is not None:
+            render = self.render_turns.wrap(render)
         base = index / total
 
         def stage(name: str, within: float, message: str) -> None:

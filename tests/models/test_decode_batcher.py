@@ -151,3 +151,35 @@ def test_a_stream_decoded_in_a_batch_is_the_same_for_the_same_seed(tiny_v3) -> N
     runs = [np.concatenate([c.samples for c in engine.synthesize(request)]) for _ in range(2)]
     np.testing.assert_array_equal(runs[0], runs[1])
     engine.close()
+
+
+def test_render_turns_go_one_at_a_time_first_chunks_first() -> None:
+    import time
+
+    from cosyvoice_ui.cosyvoice.render_turns import RenderTurns
+
+    turns, order, inside = RenderTurns(), [], []
+    held = threading.Event()
+
+    def render(name: str, rendered: int) -> None:
+        with turns.turn(rendered):
+            inside.append(name)
+            assert len(inside) == 1, "two renders at once"
+            order.append(name)
+            if name == "busy":
+                held.wait(10)
+            inside.remove(name)
+
+    first = threading.Thread(target=render, args=("busy", 0))
+    first.start()
+    while not order:
+        time.sleep(0.01)
+    waiting = [threading.Thread(target=render, args=(name, rendered))
+               for name, rendered in (("third chunk", 2), ("second chunk", 1), ("first chunk", 0))]
+    for thread in waiting:
+        thread.start()
+        time.sleep(0.05)  # queued in this order
+    held.set()
+    for thread in [first, *waiting]:
+        thread.join(10)
+    assert order == ["busy", "first chunk", "second chunk", "third chunk"]
