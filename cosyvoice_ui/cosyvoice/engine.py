@@ -227,7 +227,11 @@ class CosyVoiceEngine(Engine):
     def _flow_prompt(self, model_input: ModelInput) -> FlowPrompt:
         tokens, mel = model_input.flow_prompt_tokens, model_input.prompt_mel
         if self.flow_prompt_seconds is not None:
-            tokens, mel = trim_flow_prompt(tokens, mel, self.flow_prompt_seconds, self.folder.family.token_rate)
+            spec = self.streaming_spec
+            first_hop = ((spec.token_first_hop_len, spec.token_min_first_hop_len)
+                         if spec.token_min_first_hop_len and spec.pre_lookahead_len else None)
+            tokens, mel = trim_flow_prompt(tokens, mel, self.flow_prompt_seconds, self.folder.family.token_rate,
+                                           first_hop)
         device = self.device
         return FlowPrompt(tokens.to(device), mel.to(device), model_input.flow_embedding.to(device))
 

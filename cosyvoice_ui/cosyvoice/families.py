@@ -49,6 +49,9 @@ class StreamingSpec:
     stream_scale_factor: float
     token_first_hop_len: int
     pre_lookahead_len: int  # tokens past the hop the flow reads ahead (0: none)
+    # v2/v3: the first chunk may be just the tokens up to the flow's first chunk boundary after the prompt
+    # (the prompt's pad), when they are at least this many; 0 keeps upstream's pad + a whole first hop.
+    token_min_first_hop_len: int = 0
 
 
 # Upstream's v1 schedule, bit for bit (the parity check streams with it): every chunk waits for
@@ -70,6 +73,14 @@ UPSTREAM_STREAMING_V2 = StreamingSpec(token_min_hop_len=25, token_max_hop_len=10
                                       stream_scale_factor=2.0, token_first_hop_len=25, pre_lookahead_len=3)
 # v3 (§7.5): v2's token schedule; its causal vocoder re-runs the whole mel, so nothing is cached.
 UPSTREAM_STREAMING_V3 = replace(UPSTREAM_STREAMING_V2, mel_cache_len=0, source_cache_len=0)
+# Ours for v2/v3: the first chunk ends at the first chunk boundary of the flow's chunk-causal attention after the
+# prompt when at least 12 tokens lie before it (upstream adds a whole 25-token hop after that boundary). The
+# chunk stays aligned, so its frames see what they would see in any later pass; the first audio waits for
+# 12 + 3 look-ahead tokens instead of 25 + 3 (fast mode trims the flow prompt to a length that leaves such a
+# pad: `precision.trim_flow_prompt`). Later hops grow as upstream's: 50, then 100.
+FIRST_HOP_MIN = 12
+LOW_LATENCY_STREAMING_V2 = replace(UPSTREAM_STREAMING_V2, token_min_first_hop_len=FIRST_HOP_MIN)
+LOW_LATENCY_STREAMING_V3 = replace(UPSTREAM_STREAMING_V3, token_min_first_hop_len=FIRST_HOP_MIN)
 
 
 @dataclass(frozen=True)
@@ -233,7 +244,7 @@ V2 = FamilySpec(
     modes=ModeSet(preset=(Mode.SFT,), always=(Mode.ZERO_SHOT, Mode.CROSS_LINGUAL, Mode.INSTRUCT, Mode.VC)),
     instruct_variant=None,  # instruct works with any voice (upstream's instruct2)
     instruct_examples=("用四川话说这句话",),
-    streaming=UPSTREAM_STREAMING_V2,
+    streaming=LOW_LATENCY_STREAMING_V2,
     upstream_streaming=UPSTREAM_STREAMING_V2,
     checkpoints=(Checkpoint("CosyVoice2-0.5B", "FunAudioLLM/CosyVoice2-0.5B", 3.4,
                             "second generation: cloning, dialects and styles described in words, streaming"),),
@@ -256,7 +267,7 @@ V3 = FamilySpec(
     modes=ModeSet(preset=(Mode.SFT,), always=(Mode.ZERO_SHOT, Mode.CROSS_LINGUAL, Mode.INSTRUCT, Mode.VC)),
     instruct_variant=None,
     instruct_examples=("请用广东话表达。",),
-    streaming=UPSTREAM_STREAMING_V3,
+    streaming=LOW_LATENCY_STREAMING_V3,
     upstream_streaming=UPSTREAM_STREAMING_V3,
     checkpoints=(Checkpoint("Fun-CosyVoice3-0.5B", "FunAudioLLM/Fun-CosyVoice3-0.5B-2512", 3.4,
                             "third generation, the best: 3-second cloning in 9 languages and 18+ Chinese dialects, "

@@ -199,13 +199,29 @@ def precision_record(done: dict) -> Precision:
     return record
 
 
-def trim_flow_prompt(tokens: torch.Tensor, mel: torch.Tensor, seconds: float,
-                     token_rate: float) -> tuple[torch.Tensor, torch.Tensor]:
+def trim_flow_prompt(tokens: torch.Tensor, mel: torch.Tensor, seconds: float, token_rate: float,
+                     first_hop: tuple[int, int] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Keep the last `seconds` of a flow prompt: tokens [1, T1] and mel [1, M1, F] cut together,
-    keeping their frame-per-token ratio. Shorter prompts are returned unchanged."""
+    keeping their frame-per-token ratio. Shorter prompts are returned unchanged.
+    first_hop: (chunk, pad): keep instead the nearest length that leaves exactly `pad` tokens to the flow's
+    next `chunk`-token boundary (`aligned_prompt_length`), so a stream's first chunk can be those `pad` tokens
+    (`streaming_qwen.stream_with_lookahead`)."""
     keep = int(seconds * token_rate)
     t1, m1 = tokens.size(1), mel.size(1)
+    if first_hop is not None and keep > 0:
+        keep = aligned_prompt_length(keep, t1, *first_hop)
     if t1 <= keep or keep <= 0:
         return tokens, mel
     frames = int(m1 * keep / t1)
     return tokens[:, t1 - keep:], mel[:, m1 - frames:]
+
+
+def aligned_prompt_length(keep: int, available: int, chunk: int, pad: int) -> int:
+    """The prompt length nearest `keep` whose distance to the next multiple of `chunk` is `pad` (the longer of
+    two equally near; one above `keep` only when `available` tokens allow it; `keep` itself when none fits)."""
+    residue = (chunk - pad) % chunk
+    above = keep + (residue - keep) % chunk
+    below = above - chunk
+    if below > 0 and (above > available or keep - below < above - keep):
+        return below
+    return above if above <= available else keep

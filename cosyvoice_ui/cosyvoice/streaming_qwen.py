@@ -2,7 +2,9 @@
 
 Token schedule (cosyvoice-models.md §7.4, both generations): chunk boundaries sit on multiples of the
 first hop (25 tokens) counted from the start of the flow prompt, so the first chunk takes
-`hop + prompt_pad` tokens (`prompt_pad = ceil(P/25)·25 − P`); later hops grow 25 → 50 → 100. A chunk is
+`hop + prompt_pad` tokens (`prompt_pad = ceil(P/25)·25 − P`); later hops grow 25 → 50 → 100. Ours
+(`token_min_first_hop_len`): when the pad alone is at least that many tokens, the first chunk is just the pad,
+which ends on the same boundary a hop earlier; then 50 → 100. A chunk is
 rendered once `hop + pre_lookahead_len` tokens past the emitted ones wait: the flow re-runs on *all*
 tokens so far with chunk-causal attention (`streaming=True, finalize=False`, the last 3 tokens being
 look-ahead only), and the mel from frame `ratio · offset` on is the chunk's. The last call runs every token
@@ -128,7 +130,8 @@ def stream_with_lookahead(tokens: Iterable[int], render: _QwenTokenToWave,
     base = spec.token_first_hop_len
     prompt_pad = math.ceil(render.prompt_tokens / base) * base - render.prompt_tokens
     hop_len = base
-    hop = hop_len + prompt_pad
+    short_first = 0 < spec.token_min_first_hop_len <= prompt_pad
+    hop = prompt_pad if short_first else hop_len + prompt_pad
     for token in tokens:
         seen.append(int(token))
         if len(seen) - offset >= hop + spec.pre_lookahead_len:
