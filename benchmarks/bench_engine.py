@@ -248,6 +248,16 @@ def spread(values: list[float]) -> dict[str, float]:
     return {"min": min(values), "median": statistics.median(values), "max": max(values)}
 
 
+def first_hop_tokens(engine, model_input) -> int:
+    """Tokens of speech in the first streamed chunk for this input (v2/v3: after the flow prompt's trim)."""
+    spec = engine.streaming_spec
+    if not spec.pre_lookahead_len:  # v1's schedule: a fixed first hop
+        return spec.token_first_hop_len
+    prompt = engine._flow_prompt(model_input).prompt_token.size(1)
+    pad = -prompt % spec.token_first_hop_len
+    return pad if 0 < spec.token_min_first_hop_len <= pad else pad + spec.token_first_hop_len
+
+
 def run(args: argparse.Namespace, scratch: Path) -> dict:
     """The whole benchmark; `scratch` is a temporary folder (the tiny model is written there)."""
     if args.threads:
@@ -336,7 +346,7 @@ def run(args: argparse.Namespace, scratch: Path) -> dict:
             "first_chunk_s": spread([first for first, *_ in streams]) if streams else None,
             "total_s": spread([total for _, total, _, _ in streams]) if streams else None,
             "chunks": streams[0][2] if streams else 0,
-            "first_hop_tokens": engine.streaming_spec.token_first_hop_len,
+            "first_hop_tokens": first_hop_tokens(engine, model_input),
         },
         "floor": floor,
         "flops_source": "torch.utils.flop_counter on this workload (flow and HiFT, one whole-utterance call each)",
