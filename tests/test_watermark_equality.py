@@ -17,7 +17,7 @@ import torch
 
 from cosyvoice_ui.serving.default_voice import builtin_audio
 from cosyvoice_ui.testing.signals import voice_clip
-from cosyvoice_ui.watermark import spectral
+from cosyvoice_ui.watermark import perth, spectral
 from cosyvoice_ui.watermark.perth import PerthMark, to_rate
 from tests.watermark_reference import package_watermarker, site_folder
 
@@ -95,8 +95,8 @@ def test_scores_at_other_rates_match_the_packages_detector(pair, rate: int) -> N
     assert ours.score(marked, rate).marked and not ours.score(signal, rate).marked
 
 
-def test_a_long_signal_is_marked_block_by_block_as_it_is_whole(pair) -> None:
-    """25 s: more frames than one analysis block (1024) and one encoder block (2048): the blocks' seams leave no
+def test_a_long_signal_is_marked_and_scored_block_by_block_as_it_is_whole(pair, monkeypatch) -> None:
+    """25 s: more frames than one analysis block (256) and one network block (1024): the blocks' seams leave no
     trace (each encoder block sees the 15 frames the network reaches on either side)."""
     ours, theirs = pair
     speech = to_rate(builtin_audio().samples, 24000, RATE)
@@ -105,3 +105,8 @@ def test_a_long_signal_is_marked_block_by_block_as_it_is_whole(pair) -> None:
         expected = theirs.apply_watermark(signal, RATE)
     got = ours.embed(signal, RATE)
     assert np.abs(got[:len(expected)] - expected).max() < SIGNAL_TOLERANCE
+    monkeypatch.setattr(perth, "WINDOW_SECONDS", 30.0)  # one window: the decoder's stacks run in blocks
+    for tested in (signal, got):
+        with torch.no_grad():
+            their_score = float(theirs.get_watermark(tested, RATE, round=False))
+        assert abs(ours.score(tested, RATE).value - their_score) < SCORE_TOLERANCE

@@ -6,7 +6,7 @@ read from it are facts: the weight file, its hyperparameters and the algorithm, 
 
     weights.py    find the weight file in site-packages (without importing `perth`), check it against the
                   wheel's RECORD hash and the hyperparameters we implement, load its tensors
-    spectral.py   the front end at 32 kHz: STFT (2048-point Hann, hop 320) → magnitudes in normalised dB, and
+    spectral.py   the front end at 32 kHz: STFT (2048-point Hann: the checkpoint's own window, hop 320) → levels, and
                   the inverse of a spectrum by overlap-add, both frame block by frame block (bounded memory)
     network.py    the encoder (a residual on the 0-2 kHz magnitudes) and the three-speed decoder (one score)
     perth.py      `PerthMark`: embed (the mark as a difference added to the signal at its own rate) and score

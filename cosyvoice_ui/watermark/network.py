@@ -23,7 +23,7 @@ KERNEL = 7
 MIDDLE_LAYERS = 5
 REACH = MIDDLE_LAYERS * (KERNEL // 2)  # frames on each side that one output frame depends on (15)
 SPEEDS = (("slow_layers", 1.25), ("normal_layers", 1.0), ("fast_layers", 0.75))
-BLOCK_FRAMES = 2048  # encoder frames per pass on long signals (exact: each block sees REACH frames around it)
+BLOCK_FRAMES = 1024  # frames per pass of a stack on long signals (exact: each block sees REACH frames around it)
 
 
 class _Layer(nn.Module):
@@ -42,23 +42,28 @@ def _stack(channels_out: int) -> nn.Sequential:
     return nn.Sequential(_Layer(SUBBAND, HIDDEN, 1), *middle, _Layer(HIDDEN, channels_out, 1, activate=False))
 
 
+def _in_blocks(stack: nn.Sequential, x: torch.Tensor) -> torch.Tensor:
+    """`stack` over [channels, T] in blocks of frames that each see `REACH` frames on either side: the
+    whole-sequence answer (the convolutions reach no further), in memory bounded by the block size."""
+    frames = x.shape[1]
+    if frames <= BLOCK_FRAMES:
+        return stack(x[None])[0]
+    pieces = []
+    for start in range(0, frames, BLOCK_FRAMES):
+        end = min(frames, start + BLOCK_FRAMES)
+        lo, hi = max(0, start - REACH), min(frames, end + REACH)
+        pieces.append(stack(x[None, :, lo:hi])[0, :, start - lo:end - lo])
+    return torch.cat(pieces, dim=1)
+
+
 class Encoder(nn.Module):
     def __init__(self) -> None:
         super().__init__()
         self.layers = _stack(SUBBAND)
 
     def residual(self, levels: torch.Tensor) -> torch.Tensor:
-        """The change to the levels [SUBBAND, T] (before the mask), computed in blocks of frames that each see
-        `REACH` frames on either side, so any length costs bounded memory and gives the whole-signal answer."""
-        frames = levels.shape[1]
-        if frames <= BLOCK_FRAMES:
-            return self.layers(levels[None])[0]
-        out = torch.empty_like(levels)
-        for start in range(0, frames, BLOCK_FRAMES):
-            end = min(frames, start + BLOCK_FRAMES)
-            lo, hi = max(0, start - REACH), min(frames, end + REACH)
-            out[:, start:end] = self.layers(levels[None, :, lo:hi])[0, :, start - lo:end - lo]
-        return out
+        """The change to the levels [SUBBAND, T] (before the mask), in blocks of frames (`_in_blocks`)."""
+        return _in_blocks(self.layers, levels)
 
 
 def _masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -82,7 +87,7 @@ class Decoder(nn.Module):
             if size != frames:
                 x = F.interpolate(x, size=size, mode="linear", align_corners=True)
                 m = F.interpolate(m, size=size, mode="nearest")
-            out = getattr(self, name)(x)
+            out = _in_blocks(getattr(self, name), x[0])[None]
             weights.append(_masked_mean(out[:, :1], m))
             marks.append(_masked_mean(out[:, 1:], m))
         attention = torch.softmax(torch.cat(weights, dim=1), dim=1)
@@ -94,6 +99,7 @@ class PerthNetwork(nn.Module):
         super().__init__()
         self.encoder = Encoder()
         self.decoder = Decoder()
+        self.window = hann()
 
     @classmethod
     def from_state(cls, state: dict) -> PerthNetwork:
@@ -115,4 +121,5 @@ class PerthNetwork(nn.Module):
             raise CheckpointError(f"the watermark's weight file uses another analysis window than the one here "
                                   f"(they differ by up to {apart:.2g})")
         network.load_state_dict(found, strict=True)
+        network.window = window.float().clone()  # the analysis and synthesis window the network was trained with
         return network.eval().requires_grad_(False)

@@ -23,7 +23,7 @@ from . import spectral
 from .network import PerthNetwork
 from .weights import load_tensors, locate
 
-WINDOW_SECONDS = 60.0
+WINDOW_SECONDS = 20.0
 MIN_SCORE_SECONDS = 0.5  # shorter signals hold too few frames for the decoder's three speeds
 THRESHOLD = 0.5
 
@@ -90,18 +90,19 @@ class PerthMark:
 
     def change(self, signal: torch.Tensor) -> torch.Tensor:
         """What the mark adds to a 32 kHz signal (same length)."""
-        analysis = spectral.analyse(signal, keep_spectrum=True)
+        window = self.network.window
+        analysis = spectral.analyse(signal, window, keep_spectrum=True)
         mask = spectral.voiced(analysis.frame_sums)
         residual = self.network.encoder.residual(analysis.levels) * mask[None]
         gain = spectral.to_amplitude(analysis.levels + residual) - spectral.to_amplitude(analysis.levels)
-        return spectral.synthesise(gain * spectral.unit_phases(analysis.spectrum), analysis.samples)
+        return spectral.synthesise(gain * spectral.unit_phases(analysis.spectrum), analysis.samples, window)
 
     # --- detection -----------------------------------------------------------------------------------------
 
     def score(self, samples: np.ndarray, rate: int) -> Score:
         """The mark's score of a recording; `ValueError` when it is too short or silent to be read. Each window is
         resampled to 32 kHz on its own, so memory holds the recording and one window."""
-        x = np.nan_to_num(np.asarray(samples, dtype=np.float32))
+        x = np.asarray(samples, dtype=np.float32)
         seconds = x.size / rate
         if seconds < MIN_SCORE_SECONDS:
             raise ValueError("too_short")
@@ -110,7 +111,7 @@ class PerthMark:
         total, weight = 0.0, 0
         with torch.inference_mode():
             for start, end in zip(bounds[:-1], bounds[1:]):
-                window = to_rate(x[start:end], rate, spectral.RATE)
+                window = to_rate(np.nan_to_num(x[start:end]), rate, spectral.RATE)
                 value, voiced = self._score_window(torch.from_numpy(window))
                 if voiced:
                     total += value * voiced
@@ -123,7 +124,7 @@ class PerthMark:
         """(the clipped score, voiced frames) of one window; (0, 0) when it holds no sound."""
         if signal.shape[0] < spectral.MIN_SAMPLES:
             signal = torch.nn.functional.pad(signal, (0, spectral.MIN_SAMPLES - signal.shape[0]))
-        analysis = spectral.analyse(signal)
+        analysis = spectral.analyse(signal, self.network.window)
         mask = spectral.voiced(analysis.frame_sums)
         voiced = int(mask.sum())
         if not voiced:
