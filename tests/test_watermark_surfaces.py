@@ -161,12 +161,20 @@ def test_the_cli_synth_and_detect(tiny_sft: Path, tmp_path: Path, monkeypatch, c
 
 
 def test_no_request_field_turns_the_mark_off(app) -> None:
-    client, service, settings, work = app
-    refused = client.post("/tts", json={"text": TEXT, "speaker": "alice", "watermark": False})
+    """A guest of a shared server (a public bind, an API key) asks for unmarked audio every way a body can."""
+    _, service, settings, work = app
+    fake = engine()
+    manager = ModelManager("fake", loader=lambda mid, options, progress: fake, idle_unload_s=0,
+                           describe_model=lambda mid: fake.info)
+    api = FastAPI(docs_url=None)
+    add_routes(api, manager, settings.with_(host="0.0.0.0", api_keys=("guest-key",), rate_limit_per_min=0))
+    guest = TestClient(api, base_url=LOOPBACK, headers={"Authorization": "Bearer guest-key"})
+    refused = guest.post("/tts", json={"text": TEXT, "speaker": "alice", "watermark": False})
     assert refused.status_code == 422 and "watermark" in refused.text  # /tts names the field it does not take
     for extra in ({"watermark": False}, {"no_watermark": True}, {"extra_body": {"watermark": False}}):
-        speech = client.post("/v1/audio/speech", json={"input": TEXT, "voice": "alice", **extra})
+        speech = guest.post("/v1/audio/speech", json={"input": TEXT, "voice": "alice", **extra})
         assert speech.status_code == 200 and marked(speech.content), extra  # OpenAI's extra fields are ignored
+    manager.shutdown()
     assert not any("mark" in field.name for field in dataclasses.fields(JobOptions))
     from cosyvoice_ui.ui.api_tools import Endpoints, build_functions
 
