@@ -245,3 +245,37 @@ def test_thin_client_reads_the_family_facts_of_a_v3_instance(tiny_v3: Path, tmp_
                        if k not in ("instructions", "text_tags", "pronunciation", "text_caveats", "instruct_needs")}]}
     bare = info_from_models(older, "http://old-box:7860")
     assert bare.instructions == () and bare.text_tags == () and bare.instruct_voice is False
+
+
+def test_audio_a_marking_remote_sent_is_not_marked_twice(tmp_path: Path, monkeypatch) -> None:
+    from cosyvoice_ui.serving import jobs as jobs_module
+    from cosyvoice_ui.testing.fakes import FakeEngine
+    from cosyvoice_ui.testing.speech import speech_jobs
+
+    class Marker:
+        calls = 0
+
+        def mark(self, samples, rate):
+            Marker.calls += 1
+            return samples * 0.5
+
+    monkeypatch.setattr(jobs_module, "shared_watermark", lambda: Marker())
+    speech = speech_jobs(tmp_path, watermark=True)
+    request = SynthesisRequest(Mode.SFT, text="Marked over there.", speaker="A")
+    for remote_marks, calls in ((False, 1), (True, 0)):
+        engine = FakeEngine()
+        engine.marks_output = remote_marks
+        Marker.calls = 0
+        rendered = jobs_module.render_on(engine, speech.prepare(request, info=engine.info))
+        assert rendered.watermarked is True
+        assert (Marker.calls > 0) is bool(calls)
+
+
+def test_the_thin_client_reads_whether_its_remote_marks(remote) -> None:
+    import httpx
+
+    url, _ = remote
+    health = httpx.get(f"{url}/health", headers={"Authorization": f"Bearer {KEY}"}).json()
+    engine = RemoteEngine(url, api_key=KEY)
+    assert isinstance(health["watermark"]["marked"], bool)
+    assert engine.marks_output is health["watermark"]["marked"]

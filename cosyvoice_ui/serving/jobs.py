@@ -269,8 +269,11 @@ class _Run:
         self.pieces: list[np.ndarray] = []
         self.reports: list[SegmentReport] = []
         self.stream = synthesize(engine, self.request, job.policy, progress, cancel, self.reports)
-        self.marker = shared_watermark() if job.watermark else None
-        self.marked = self.marker is not None  # until a chunk could not be marked
+        # A thin client's engine (serving/remote.py) may bring audio its own server has marked already: marking
+        # it again would only add a second layer of the same mark.
+        marked_before = bool(getattr(engine, "marks_output", False))
+        self.marker = shared_watermark() if job.watermark and not marked_before else None
+        self.marked = self.marker is not None or marked_before  # until a chunk could not be marked
         self.rendered: Rendered | None = None
         self.audited = False
 

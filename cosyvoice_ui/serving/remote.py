@@ -89,6 +89,16 @@ def _request(client, method: str, url: str, **kwargs):
     return response
 
 
+def _remote_marks(client, url: str) -> bool:
+    """Whether the remote watermarks what it renders (its /health says so): the speech job here then does not
+    mark the audio a second time. Unknown (an older server, no answer) counts as no."""
+    try:
+        health = client.get(f"{url}/health").json()
+        return bool((health.get("watermark") or {}).get("marked")) if isinstance(health, dict) else False
+    except Exception:  # noqa: BLE001  (only a missed saving: the audio is marked here instead)
+        return False
+
+
 def _unreachable(url: str, exc: Exception) -> RemoteError:
     return RemoteError(f"cannot reach the engine at {public_url(url)} ({type(exc).__name__}: "
                        f"{without_userinfo(str(exc))}); check that it is running "
@@ -137,6 +147,7 @@ class RemoteEngine(Engine):
     """
 
     retries_takes = True  # the remote server checks and re-renders its own takes: here they are only checked
+    marks_output = False  # set from the remote's /health: its audio arrives watermarked (serving/jobs.py)
 
     def __init__(self, url: str, api_key: str | None = None, max_text_chars: int = 5000,
                  progress: ProgressCallback | None = None) -> None:
@@ -152,6 +163,7 @@ class RemoteEngine(Engine):
             payload = _request(self._client, "GET", f"{self.url}/v1/models").json()
             self._info = info_from_models(payload, self.url)
             self._remote_voices = tuple(payload["data"][0].get("saved_voices", ()))  # voices saved over there
+            self.marks_output = _remote_marks(self._client, self.url)
         except BaseException:
             self._client.close()
             raise

@@ -1,0 +1,104 @@
+"""Time to the first streamed chunk, now against upstream's first hop, alternating in one process.
+
+    python benchmarks/first_chunk.py --family v3 --precision fast --runs 5
+    python benchmarks/first_chunk.py --tiny                                    # smoke test
+
+"now" is the engine as it loads (v2/v3: a first chunk of the flow prompt's pad when it is at least 12 tokens, and
+fast mode's prompt trimmed to leave that pad); "upstream hop" is the same engine with upstream's schedule (the pad
+plus a whole 25-token hop; fast mode's prompt cut at exactly its seconds). Each run streams bench_engine's workload
+until the first chunk is out, and splits that time into waiting for the chunk's tokens (prefill + decode) and
+rendering it (flow + vocoder). Printed: medians [min-max] and now ÷ upstream.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+HERE = Path(__file__).resolve().parent
+for path in (REPO, HERE):
+    if str(path) not in sys.path:
+        sys.path.insert(0, str(path))
+
+import cosyvoice_ui  # noqa: E402, F401  (sets OpenMP's spin count before torch loads, as the app does)
+import torch  # noqa: E402
+
+from cosyvoice_ui.cosyvoice.engine import load_engine  # noqa: E402
+from cosyvoice_ui.testing.signals import voice_clip  # noqa: E402
+
+from workload import Workload, build_input  # noqa: E402
+
+
+class _TokenClock:
+    """Wraps the engine's token decoder to note when each token arrives."""
+
+    def __init__(self, decoder) -> None:
+        self.decoder, self.times = decoder, []
+
+    def inference(self, *args, **kwargs):
+        for token in self.decoder.inference(*args, **kwargs):
+            self.times.append(time.perf_counter())
+            yield token
+
+
+def first_chunk(engine, model_input, spec, tokens: int, seed: int) -> tuple[float, float]:
+    """(seconds to the first chunk, of which waiting for its tokens)."""
+    engine.streaming_spec = spec
+    clock = _TokenClock(engine.llm)
+    engine.token_decoder = clock
+    start = time.perf_counter()
+    chunks = engine.render_input(model_input, torch.Generator().manual_seed(seed), stream=True,
+                                 forced_tokens=tokens)
+    next(chunks)
+    first = time.perf_counter() - start
+    chunks.close()
+    engine.token_decoder = engine.llm
+    tokens_done = clock.times[-1] - start if clock.times else 0.0
+    return first, tokens_done
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--family", default="v3", choices=("v2", "v3"))
+    parser.add_argument("--model-dir", type=Path)
+    parser.add_argument("--tiny", action="store_true")
+    parser.add_argument("--precision", default="fast")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--cache-dir", type=Path)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    from bench_engine import DEFAULT_CACHE, FAMILIES, full_size_folder, tiny_folder
+
+    with tempfile.TemporaryDirectory() as scratch:
+        folder = (args.model_dir or (tiny_folder(Path(scratch), args.family) if args.tiny
+                                     else full_size_folder(args.cache_dir or DEFAULT_CACHE, args.family)))
+        engine = load_engine(folder, device="cpu", precision=args.precision)
+        family = FAMILIES[args.family]
+        workload = Workload.for_family(family.token_rate, family.mel_rate)
+        features = engine.encode_voice(voice_clip(workload.prompt_seconds, rate=16000))
+        model_input = build_input(engine, features, workload)
+        variants = {"now": family.streaming, "upstream hop": family.upstream_streaming}
+        results: dict[str, list[tuple[float, float]]] = {name: [] for name in variants}
+        first_chunk(engine, model_input, family.streaming, 60, seed=0)  # warm up
+        for run in range(args.runs):
+            for name, spec in variants.items():
+                results[name].append(first_chunk(engine, model_input, spec, 60, seed=run))
+    print(f"{folder.name}, {args.precision}, {args.threads} threads, {args.runs} alternating runs each")
+    print(f"  {'variant':<14}{'first chunk':>22}{'of which tokens':>22}{'render':>9}")
+    medians = {}
+    for name, runs in results.items():
+        firsts, waits = [r[0] for r in runs], [r[1] for r in runs]
+        medians[name] = statistics.median(firsts)
+        print(f"  {name:<14}{medians[name]:>8.2f} s [{min(firsts):.2f}-{max(firsts):.2f}]"
+              f"{statistics.median(waits):>14.2f} s{medians[name] - statistics.median(waits):>9.2f} s")
+    print(f"  now ÷ upstream hop: {medians['now'] / medians['upstream hop']:.2f}")
+
+
+if __name__ == "__main__":
+    main()
