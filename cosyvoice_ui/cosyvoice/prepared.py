@@ -131,9 +131,13 @@ class PreparedModels:
         path = self.path_for(file_name)
         if not path.is_file():
             return None
-        with torch.device("meta"):
-            module = build()
-            done = transform(module)
+        try:
+            with torch.device("meta"):
+                module = build()
+                done = transform(module)
+        except (NotImplementedError, RuntimeError, ValueError, TypeError) as exc:  # a layout meta cannot build
+            log.warning("cannot lay out %s without its values (%s); loading the float file instead", file_name, exc)
+            return None
         try:
             fill(module, path)
         except (PreparedMismatch, OSError, ValueError, RuntimeError, AttributeError, TypeError) as exc:
@@ -156,7 +160,7 @@ class PreparedModels:
                     old.unlink(missing_ok=True)
             log.info("wrote the prepared copy of %s (%s, %.0f MB)", file_name, self.precision,
                      path.stat().st_size / 2**20)
-        except OSError as exc:
+        except (OSError, PreparedMismatch) as exc:
             log.warning("cannot write a prepared copy of %s (%s); every load will convert the float file",
                         file_name, exc)
 
