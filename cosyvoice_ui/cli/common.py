@@ -23,8 +23,9 @@ if TYPE_CHECKING:
     from ..serving.subtitles import Cue
     from ..settings import Settings
 
-# Stages whose messages say where a long job is ("line 3/12 · Bob", "chapter 2/3 · piece 5/20 · ETA 4 min").
-JOB_STAGES = ("line", "book")
+# Stages whose messages say where a long job is ("line 3/12 · Bob", "chapter 2/3 · piece 5/20 · ETA 4 min",
+# "cue 4/30 · Alice").
+JOB_STAGES = ("line", "book", "dub")
 # Words in a "segment" event's message that mark a bad-take report (a retry, its verdict): its own line.
 RETRY_WORDS = ("retry", "kept the best", "not retried")
 FLAGGED_WORDS = ("will retry", "not retried")  # the first report of a bad segment (counted once)

@@ -1,8 +1,9 @@
-"""`python -m cosyvoice_ui ...`: synth, voices, glossary, transcribe, detect, download, list-models, parity, serve.
+"""`python -m cosyvoice_ui ...`: synth, dub, voices, glossary, transcribe, detect, download, list-models, parity,
+serve.
 
 The CLI is a thin shell over the engine: this module builds the parser and dispatches to the command modules
-(`synth.py`, `studio.py` for scripts and books, `glossary.py`, `transcribe.py`, `detect.py`, `batch.py`); errors
-are printed as one line with the fix, and failures exit non-zero.
+(`synth.py`, `studio.py` for scripts and books, `dub.py` for dubbing, `glossary.py`, `transcribe.py`, `detect.py`,
+`batch.py`); errors are printed as one line with the fix, and failures exit non-zero.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 from ..errors import CosyVoiceError
 from .common import TerminalProgress, load_engine
 from .detect import add_detect_parser, cmd_detect
+from .dub import add_dub_parser, cmd_dub
 from .glossary import add_glossary_parser, cmd_glossary
 from .synth import add_synth_parser, cmd_synth
 from .transcribe import add_transcribe_parser, cmd_transcribe, download_any, list_asr_models
@@ -48,6 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true")
     sub = parser.add_subparsers(dest="command", required=True)
     add_synth_parser(sub)
+    add_dub_parser(sub)
     _add_voices(sub)
     add_glossary_parser(sub)
     add_transcribe_parser(sub)
@@ -198,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(levelname)s %(name)s: %(message)s")
     handlers = {"synth": cmd_synth, "voices": cmd_voices, "glossary": cmd_glossary, "transcribe": cmd_transcribe,
                 "download": cmd_download, "list-models": cmd_list_models, "parity": cmd_parity, "serve": cmd_serve,
-                "cluster": cmd_cluster, "detect": cmd_detect}
+                "cluster": cmd_cluster, "detect": cmd_detect, "dub": cmd_dub}
     try:
         return handlers[args.command](args)
     except CosyVoiceError as exc:

@@ -1,0 +1,266 @@
+"""Dubbing (issue 28) on a fake engine: the CLI's dubbed MP4 (the video stream copied, two tagged audio tracks),
+speech on cue within 50 ms or reported with its overrun, adjusted subtitles that match the dubbed track, stems that
+add up to it, the modes and voices each cue gets, resuming after an interrupt, and the refusals. The same on the
+offline voice and a tiny CosyVoice3 model is in test_dub_models.py."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from cosyvoice_ui.cli.main import main
+from cosyvoice_ui.errors import InvalidRequest
+from cosyvoice_ui.serving.subtitles import parse
+from cosyvoice_ui.studio.dub_cues import FitPolicy, fit, read_cues
+from cosyvoice_ui.testing.fakes import FakeEngine
+from cosyvoice_ui.testing.signals import voice_clip
+from cosyvoice_ui.types import AudioChunk, Mode
+
+from .dub_media_kit import LINES, audio_track, make_video, offset, onset, srt_of, streams
+
+RATE = 24000
+TOLERANCE_S = 0.05
+LONG = "好主意，我现在真的非常需要一杯很浓很浓的咖啡，不然我今天什么都做不了。"  # too long for cue 4 even at 1.2x
+
+
+class DubFake(FakeEngine):
+    """Speaks seeded noise for 0.2 s per character of the text (divided by the speed), records every request, and
+    raises KeyboardInterrupt on call `interrupt_at`."""
+
+    def __init__(self, interrupt_at: int | None = None) -> None:
+        super().__init__(name="dub-fake", speakers=("A", "B"), sample_rate=RATE, chunks=1)
+        self.requests: list = []
+        self.interrupt_at = interrupt_at
+
+    def _synthesize(self, request, progress, cancel):
+        self.requests.append(request)
+        if len(self.requests) == self.interrupt_at:
+            raise KeyboardInterrupt
+        count = int(0.2 * len(request.text) * RATE / request.speed)
+        rng = np.random.default_rng(request.seed)
+        yield AudioChunk((0.1 * rng.standard_normal(count)).astype(np.float32), RATE, 0, 1, True, request.text)
+
+
+@pytest.fixture()
+def fake(monkeypatch):
+    import cosyvoice_ui.serving.backends as backends
+
+    current = {}
+
+    def install(**options) -> DubFake:
+        current["engine"] = DubFake(**options)
+        return current["engine"]
+
+    monkeypatch.setattr(backends, "open_engine", lambda *args, **kwargs: current["engine"])
+    install()
+    return install
+
+
+def source_track(seconds: float = 20.0) -> np.ndarray:
+    """Two voices (220 and 120 Hz) under the cues' times, silence elsewhere."""
+    track = np.zeros(int(seconds * RATE), np.float32)
+    for start, end, speaker, _, _ in LINES:
+        clip = voice_clip(end - start, RATE, 220.0 if speaker == "Alice" else 120.0).samples
+        track[int(start * RATE):int(start * RATE) + len(clip)] = clip
+    return track
+
+
+@pytest.fixture(scope="module")
+def video(tmp_path_factory) -> Path:
+    return make_video(tmp_path_factory.mktemp("media") / "talk.mp4", source_track(), RATE)
+
+
+def _dub(tmp_path: Path, video: Path, srt: str, *extra: str) -> int:
+    cues = tmp_path / "talk.zh.srt"
+    cues.write_text(srt, encoding="utf-8")
+    return main(["dub", str(video), "--cues", str(cues), "--out", str(tmp_path / "out.mp4"), "--voices-dir",
+                 str(tmp_path / "voices"), "--glossary-dir", str(tmp_path / "glossaries"), *extra])
+
+
+def test_the_cli_dubs_a_video_on_cue(fake, video: Path, tmp_path: Path, capsys) -> None:
+    lines = list(LINES)
+    lines[3] = (*lines[3][:4], LONG)  # cue 4 cannot fit: reported with its overrun
+    code = _dub(tmp_path, video, srt_of(lines), "--srt", "--vtt", "--stems", str(tmp_path / "stems"),
+                "--source-lang", "en")
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "Traceback" not in captured.err
+    source, dubbed = streams(video), streams(tmp_path / "out.mp4")
+    assert [(s["codec_type"], s["codec_name"]) for s in dubbed] == [("video", "h264"), ("audio", "aac"),
+                                                                      ("audio", "aac")]
+    assert (dubbed[0]["width"], dubbed[0]["height"]) == (source[0]["width"], source[0]["height"])
+    assert [s["tags"]["language"] for s in dubbed[1:]] == ["chi", "eng"]
+
+    state = json.loads((tmp_path / "out.mp4.dub" / "dub.json").read_text(encoding="utf-8"))
+    assert [c["speaker"] for c in state["cues"]] == ["Alice", "Bob", "Alice", "Bob", "Alice"]
+    overruns = [c["fit_result"]["overrun"] for c in state["cues"]]
+    assert overruns[3] > 0 and overruns[:3] == [0, 0, 0] and overruns[4] == 0
+    assert "cue   4 Bob" in captured.out and "OVERRUN" in captured.out and "4 fit, 1 overrun" in captured.out
+    track, rate = sf.read(tmp_path / "out.mp4.dub" / "exports" / "dub.wav", dtype="float32")
+    spoken = parse((tmp_path / "out.srt").read_text(encoding="utf-8"))
+    assert [c.text.split(":")[0] for c in spoken] == ["Alice", "Bob", "Alice", "Bob", "Alice"]
+    assert [c.speaker for c in parse((tmp_path / "out.vtt").read_text(encoding="utf-8"))] == [
+        "Alice", "Bob", "Alice", "Bob", "Alice"]
+    stems = {p.stem: sf.read(p, dtype="float32")[0] for p in (tmp_path / "stems").iterdir()}
+    assert set(stems) == {"Alice", "Bob"}
+    np.testing.assert_allclose(stems["Alice"] + stems["Bob"], track, atol=3 / 32767)  # they add up to the track
+    for (start, _, speaker, *_), cue, state_cue in zip(lines, spoken, state["cues"]):
+        heard = onset(stems[speaker], rate, start - 0.5, start + 1.0)  # (its own stem: cue 4 runs into cue 5)
+        assert heard is not None and abs(heard - start) <= TOLERANCE_S  # on cue (cue 4 too: it overruns its end)
+        assert abs(cue.start - heard) <= TOLERANCE_S  # the adjusted SRT says when it is heard ...
+        stopped = offset(stems[speaker], rate, start, cue.end + 1.0)
+        assert abs(cue.end - stopped) <= TOLERANCE_S  # ... and until when
+        assert abs(cue.end - cue.start - state_cue["fit_result"]["seconds"]) <= 0.002
+    assert spoken[3].end > lines[4][0]  # the overrun runs into the next cue, as reported
+
+    # Exported again with the original sound replaced (nothing is rendered again): the MP4's first audio track is
+    # the dub alone, on cue; its second is the original, as it was.
+    assert _dub(tmp_path, video, srt_of(lines), "--original", "replace") == 0
+    assert "5 of 5 cues are rendered already" in capsys.readouterr().err
+    first, second = audio_track(tmp_path / "out.mp4", 0, rate), audio_track(tmp_path / "out.mp4", 1, rate)
+    for start, *_ in lines[:4]:
+        assert abs(onset(first, rate, start - 0.5, start + 1.0) - start) <= TOLERANCE_S
+    original = source_track()
+    assert abs(onset(second, rate, 0.0, 2.0) - onset(original, rate, 0.0, 2.0)) <= TOLERANCE_S
+
+
+def test_modes_and_voices_per_cue(fake, video: Path, tmp_path: Path) -> None:
+    engine = fake()
+    assert _dub(tmp_path, video, srt_of(), "--source-lang", "en", "--lang", "zh") == 0
+    assert [r.mode for r in engine.requests] == [Mode.CROSS_LINGUAL] * 5
+    voices = {r.prompt_audio.duration for r in engine.requests}
+    assert len(voices) == 2 and all(3.0 <= seconds <= 10.0 for seconds in voices)  # one cut per speaker
+
+    # the same language: zero-shot with the cut's own words; a preset for Bob from the voice map
+    engine = fake()
+    (tmp_path / "map.json").write_text(json.dumps({"Bob": "B"}), encoding="utf-8")
+    same = tmp_path / "same"
+    same.mkdir()
+    assert _dub(same, video, srt_of(target=False), "--source-lang", "en", "--lang", "en", "--voices",
+                str(tmp_path / "map.json")) == 0
+    alice = [r for r in engine.requests if r.prompt_audio is not None]
+    assert [r.mode for r in alice] == [Mode.ZERO_SHOT] * 3
+    assert alice[0].prompt_text.startswith(LINES[0][3])
+    assert [r.speaker for r in engine.requests if r.prompt_audio is None] == ["B", "B"]
+
+
+def test_an_interrupted_dub_resumes_with_only_the_missing_cues(fake, video: Path, tmp_path: Path, capsys) -> None:
+    fake(interrupt_at=3)
+    assert _dub(tmp_path, video, srt_of()) == 130
+    assert "2 of 5 cues are rendered and saved" in capsys.readouterr().err
+    engine = fake()
+    assert _dub(tmp_path, video, srt_of()) == 0
+    assert "resuming" in capsys.readouterr().err
+    assert [r.text for r in engine.requests] == [line[4] for line in LINES[2:]]
+    engine = fake()
+    lines = list(LINES)
+    lines[1] = (*lines[1][:4], "不太好。")  # one cue edited: only it is rendered again
+    assert _dub(tmp_path, video, srt_of(lines)) == 0
+    assert [r.text for r in engine.requests] == ["不太好。"]
+    assert len(list((tmp_path / "out.mp4.dub" / "takes").iterdir())) == 6
+
+
+def test_a_locked_cue_keeps_its_take(fake, video: Path, tmp_path: Path) -> None:
+    from cosyvoice_ui.studio.dub import DubProject
+
+    assert _dub(tmp_path, video, srt_of()) == 0
+    project = DubProject.open(tmp_path / "out.mp4.dub")
+    project.lock("c0002")
+    project.save()
+    engine = fake()
+    lines = list(LINES)
+    lines[1] = (*lines[1][:4], "不太好。")
+    assert _dub(tmp_path, video, srt_of(lines)) == 0
+    assert engine.requests == []
+
+
+# --- the refusals ---------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def silent_video(tmp_path_factory) -> Path:
+    return make_video(tmp_path_factory.mktemp("mute") / "mute.mp4", np.zeros(1), RATE, audio=False)
+
+
+@pytest.mark.parametrize("case, message", [
+    ("not_media", "could not be read as a video or audio file"),
+    ("no_audio", "has no audio stream"),
+    ("outside", "is outside the media, which is 20.00 s long"),
+    ("overlap", "cue 3 starts at 00:00:08,000, before cue 2 ends at 00:00:08,800"),
+    ("empty", "the subtitle file has no cues"),
+    ("speed", "the speed range 1.1-1.2 is not allowed"),
+    ("no_cues", "give the subtitles to speak with --cues"),
+])
+def test_refusals_say_what_is_wrong_in_one_line(fake, video: Path, silent_video: Path, tmp_path: Path, capsys, case,
+                                                message) -> None:
+    media, srt, extra = video, srt_of(), []
+    if case == "not_media":
+        media = tmp_path / "notes.mp4"
+        media.write_text("not a video", encoding="utf-8")
+    elif case == "no_audio":
+        media = silent_video
+    elif case == "outside":
+        srt = srt_of([*LINES[:4], (16.8, 21.5, "Alice", "", "走吧。")])
+    elif case == "overlap":
+        srt = srt_of([*LINES[:2], (8.0, 12.4, "Alice", "", "那我们先去喝杯咖啡吧。"), *LINES[3:]])
+    elif case == "empty":
+        srt = "nothing timed here\n"
+    elif case == "speed":
+        extra = ["--min-speed", "1.1"]
+    if case == "no_cues":
+        code = main(["dub", str(media), "--out", str(tmp_path / "out.mp4")])
+    else:
+        code = _dub(tmp_path, media, srt, *extra)
+    err = capsys.readouterr().err
+    assert code == 2
+    assert message in err and "Traceback" not in err and err.count("\n") == 1
+    assert str(tmp_path) not in err  # names files, never paths
+
+
+def test_a_speaker_with_too_little_source_audio_needs_a_voice(fake, video: Path, tmp_path: Path, capsys) -> None:
+    lines = [*LINES[:4], (16.8, 18.8, "Carol", "", "走吧。")]
+    assert _dub(tmp_path, video, srt_of(lines)) == 2
+    err = capsys.readouterr().err
+    assert "Carol speaks for only" in err and "give Carol a saved voice, a preset or a sample recording" in err
+
+
+# --- the parts ------------------------------------------------------------------------------------------------
+
+def test_the_fit_policy_in_order() -> None:
+    policy = FitPolicy()
+    assert fit(3.0, 3.0, 4.0, policy).speed == 1.0  # fits as it is
+    slow = fit(2.0, 3.0, 4.0, policy)  # short: slowed to 0.85, then padded
+    assert slow.speed == 0.85 and slow.seconds == pytest.approx(2.0 / 0.85) and not slow.flagged
+    fast = fit(3.3, 3.0, 4.0, policy)  # long: sped up within the range
+    assert fast.speed == pytest.approx(1.1) and fast.seconds == pytest.approx(3.0)
+    over = fit(4.2, 3.0, 4.0, policy)  # 1.2x is not enough: into the gap
+    assert over.speed == 1.2 and over.overflow == pytest.approx(0.5) and not over.flagged
+    flagged = fit(6.0, 3.0, 4.0, policy)  # not even the gap: flagged with its overrun
+    assert flagged.overrun == pytest.approx(1.0) and flagged.flagged
+    assert fit(4.2, 3.0, 4.0, FitPolicy(overflow=False)).overrun == pytest.approx(0.5)
+
+
+def test_cues_read_speaker_labels_as_scripts_do() -> None:
+    cues = read_cues(srt_of(labels="brackets"))
+    assert [c.speaker for c in cues] == ["Alice", "Bob", "Alice", "Bob", "Alice"]
+    assert cues[0].text == LINES[0][4] and cues[0].start == 1.0 and cues[0].end == 4.6
+    vtt = "WEBVTT\n\n00:00:01.000 --> 00:00:02.000\n<v Dan>Hello there.\n"
+    assert [(c.speaker, c.text) for c in read_cues(vtt)] == [("Dan", "Hello there.")]
+    plain = read_cues("1\n00:00:01,000 --> 00:00:02,000\nJust words.\n")
+    assert plain[0].speaker == "Narrator"
+    with pytest.raises(InvalidRequest, match="speed range"):
+        FitPolicy(0.9, 0.95)
+
+
+def test_a_stretch_is_exact_and_keeps_the_pitch() -> None:
+    from cosyvoice_ui.studio.dub_media import stretch
+
+    tone = np.sin(2 * np.pi * 200 * np.arange(RATE * 2) / RATE).astype(np.float32) * 0.5
+    for factor in (0.85, 1.2):
+        out = stretch(tone, RATE, factor)
+        assert len(out) == int(round(len(tone) / factor))
+        spectrum = np.abs(np.fft.rfft(out[RATE // 4:RATE // 4 + RATE]))
+        assert abs(np.argmax(spectrum) - 200) <= 2  # 1 Hz bins: still 200 Hz
