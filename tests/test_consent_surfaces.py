@@ -103,8 +103,7 @@ def test_the_gradio_api_asks_for_consent_and_is_logged(public, sample: Path, tmp
 
 
 def test_an_mcp_tool_call_is_logged_as_mcp(tmp_path: Path) -> None:
-    """On loopback with --audit-log (Gradio's MCP server calls a queued tool through its own client, which sends no
-    key, so a login-protected server cannot run MCP tools: see the report of issue 27)."""
+    """On loopback with --audit-log: no login, no key, and the trail still names the surface."""
     pytest.importorskip("mcp", reason="the mcp package is not installed (requirements.txt)")
     from mcp import ClientSession
     from mcp.client.streamable_http import streamable_http_client
@@ -123,6 +122,34 @@ def test_an_mcp_tool_call_is_logged_as_mcp(tmp_path: Path) -> None:
     assert not result.isError, result
     lines = _trail(app)
     assert [(line["surface"], line["who"], line["voice"]) for line in lines] == [("mcp", None, "alice")]
+
+
+def test_mcp_tools_run_behind_a_login_with_a_key_and_are_logged_by_key(public) -> None:
+    """A public server requires a login; an MCP client sends an API key, and its tool calls run (Gradio's own
+    loopback client is built with the caller's key: ui/api_tools.forward_mcp_credentials)."""
+    pytest.importorskip("mcp", reason="the mcp package is not installed (requirements.txt)")
+    import httpx
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    url, app = public
+    key = app.state.access.generated_key
+
+    async def call(headers: dict[str, str]) -> object:
+        async with httpx.AsyncClient(headers=headers, timeout=60) as http:
+            async with streamable_http_client(url + "gradio_api/mcp/", http_client=http) as (read, write, _):
+                async with ClientSession(read, write) as session:
+                    await asyncio.wait_for(session.initialize(), timeout=30)
+                    return await asyncio.wait_for(session.call_tool("synthesize", {"text": "Hello over MCP.",
+                                                                                   "voice": "alice"}), timeout=60)
+
+    before = len(_trail(app)) if app.state.api.speech.audit.path.exists() else 0
+    result = asyncio.run(call({"Authorization": f"Bearer {key}"}))
+    assert not result.isError, result
+    lines = _trail(app)[before:]
+    assert [(line["surface"], line["who"], line["voice"]) for line in lines] == [("mcp", "key-1", "alice")]
+    with pytest.raises(BaseException):  # no key: the gate refuses the MCP endpoint itself
+        asyncio.run(call({}))
 
 
 # --- the web page ------------------------------------------------------------------------------------------

@@ -416,3 +416,41 @@ def restrict_mcp_tools(demo) -> None:
     if server is not None:
         server.tool_to_endpoint = {name: endpoint for name, endpoint in server.tool_to_endpoint.items()
                                    if name in MCP_TOOLS}
+
+
+def forward_mcp_credentials(demo) -> None:
+    """Let MCP tools run behind a login. Gradio's MCP server runs a queued tool through a gradio_client of its own,
+    built at the first call without credentials, so behind a login (web/access.py's gate) that build was refused
+    and no MCP tool could run. It is built here with the first caller's Authorization header (a key the gate
+    accepted for that very call); every call still goes out with its own caller's headers, so the audit trail
+    names each caller's key."""
+    server = getattr(demo, "mcp_server_obj", None)
+    if server is None or not hasattr(server, "_get_or_create_client"):
+        return
+    import threading
+
+    import gradio.mcp as gradio_mcp
+
+    build = server._get_or_create_client
+    building = threading.Lock()
+
+    def with_credentials():
+        if getattr(server, "_client_instance", None) is not None:
+            return server._client_instance
+        request = server.mcp_server.request_context.request
+        authorization = request.headers.get("authorization") if request is not None else None
+        if not authorization:
+            return build()
+        with building:  # Gradio's module-level Client is swapped only for this one build
+            plain = gradio_mcp.Client
+
+            def keyed(*args, headers: dict | None = None, **kwargs):
+                return plain(*args, headers={**(headers or {}), "Authorization": authorization}, **kwargs)
+
+            gradio_mcp.Client = keyed
+            try:
+                return build()
+            finally:
+                gradio_mcp.Client = plain
+
+    server._get_or_create_client = with_credentials

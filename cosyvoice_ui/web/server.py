@@ -131,11 +131,12 @@ def create_app(settings: Settings, manager: ModelManager | None = None, share: S
         add_sweeper(app, output_dir, settings.results_max_age_min * 60)
     if settings.mcp:
         from ..errors import ConfigError
-        from ..ui.api_tools import restrict_mcp_tools
+        from ..ui.api_tools import forward_mcp_credentials, restrict_mcp_tools
 
         if not demo.mcp_server:
             raise ConfigError(f"--mcp: the MCP server could not start ({demo.mcp_error})")
         restrict_mcp_tools(demo)
+        forward_mcp_credentials(demo)
     return app
 
 
