@@ -23,7 +23,7 @@ DUB_EXAMPLES = """examples:
 
 The fit of each cue: its take is played faster or slower within --min-speed..--max-speed (pitch kept), then
 padded with silence, then allowed to run into the gap before the next cue (unless --no-overflow); a cue that still
-does not fit is placed whole and reported with its overrun in seconds.
+does not fit is reported with its overrun in seconds (and cut at the next cue's start until it is redone).
 """
 
 
@@ -139,8 +139,8 @@ def cmd_dub(args) -> int:
     for piece in result.placed:
         fitted = piece.fit
         how = f"speed {fitted.speed:.2f}" + (f", {fitted.overflow:.2f} s into the gap" if fitted.overflow else "")
-        flag = f"  OVERRUN {fitted.overrun:.2f} s: reword or regenerate it" if fitted.flagged else ""
-        print(f"cue {piece.number:>3} {piece.cue.speaker}: {piece.start:.2f}-{piece.start + fitted.seconds:.2f} s "
+        flag = f"  OVERRUN {fitted.overrun:.2f} s (cut there): reword or regenerate it" if fitted.flagged else ""
+        print(f"cue {piece.number:>3} {piece.cue.speaker}: {piece.start:.2f}-{piece.start + fitted.placed:.2f} s "
               f"({how}){flag}")
     flagged = result.flagged
     print(f"dubbed {total} cues ({len(result.placed) - len(flagged)} fit, {len(flagged)} overrun); project {folder}")

@@ -9,8 +9,9 @@ The fit policy (`FitPolicy`, per project, optionally per cue) places a take on i
    its cue, slower when it is shorter, through ffmpeg's pitch-preserving `atempo` (`dub_media.stretch`);
 2. **silence padding**: a take still shorter than its cue ends early (silence after it, up to the cue's end);
 3. **overflow**: a take still longer runs on into the gap before the next cue (or to the end of the media);
-4. **overrun**: a take that does not fit even then is placed whole and flagged with how many seconds it runs
-   past the next cue's start, to be regenerated, reworded or locked as it is.
+4. **overrun**: a take that does not fit even then is flagged with how many seconds it runs past the next cue's
+   start (or the media's end), to be regenerated, reworded or locked as it is; until then it is cut there (with a
+   short fade), so two cues never speak at once and every later cue still starts on time.
 
 Why atempo and not the model's own speed: it is exact (the length is what was asked for, to the sample, where the
 offline voice at speed 1.2 came out 5.5 % longer than asked and a CosyVoice LLM picks its own token count), it
@@ -62,9 +63,9 @@ class FitPolicy:
 
 @dataclass(frozen=True)
 class Fit:
-    """Where a take goes: played `speed` times as fast, starting at its cue's start and lasting `seconds`;
-    `overflow` is how far it runs past its cue's end (into the gap), `overrun` how far past the room it had
-    (0 when it fits)."""
+    """Where a take goes: played `speed` times as fast, starting at its cue's start; `seconds` is its length at
+    that speed, `overflow` how far it runs past its cue's end (into the gap), `overrun` how far past the room it
+    had (0 when it fits: then the take is cut there, and `placed` is what is heard)."""
 
     speed: float
     seconds: float
@@ -74,6 +75,10 @@ class Fit:
     @property
     def flagged(self) -> bool:
         return self.overrun > 0
+
+    @property
+    def placed(self) -> float:
+        return self.seconds - self.overrun
 
 
 def fit(take_seconds: float, cue_seconds: float, room_seconds: float, policy: FitPolicy) -> Fit:

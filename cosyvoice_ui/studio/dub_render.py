@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from ..serving.jobs import SpeechJobs
 
 BLOCK_S = 30.0  # the tracks are written this many seconds at a time
+FADE_S = 0.03  # the fade-out of a flagged take cut at its room's end
 
 
 # --- rendering ------------------------------------------------------------------------------------------------
@@ -168,12 +169,12 @@ class DubResult:
     @property
     def cues(self) -> list[Cue]:
         """The adjusted subtitles: each cue's words at the times they are actually spoken."""
-        return [Cue(p.start, p.start + p.fit.seconds, p.cue.text, p.cue.speaker) for p in self.placed]
+        return [Cue(p.start, p.start + p.fit.placed, p.cue.text, p.cue.speaker) for p in self.placed]
 
 
 def layout(project: DubProject, loudness: float | None = DEFAULT_LUFS) -> tuple[list[Placed], int]:
-    """Every chosen take fitted to its cue (the fitted audio cached in `fitted/`), and the rate of the dub.
-    Refused while a cue has no take. Each cue's fit is stored on it (`DubCue.fit_result` in the state)."""
+    """Every chosen take fitted to its cue (the fitted audio cached in `fitted/`: stretched, and cut at its room's
+    end when flagged), and the rate of the dub. Refused while a cue has no take."""
     missing = [number for number, cue in enumerate(project.cues, start=1) if cue.take is None]
     if missing:
         raise InvalidRequest("dub_cues_missing", f"{len(missing)} cue(s) have no take yet (first: cue {missing[0]}); "
@@ -185,14 +186,14 @@ def layout(project: DubProject, loudness: float | None = DEFAULT_LUFS) -> tuple[
         room = (following.start if following is not None else project.duration) - cue.start
         policy = FitPolicy.from_dict({**project.settings.policy.__dict__, **(cue.fit or {})})
         fitted = fit(take.seconds, cue.seconds, room, policy)
-        path = project.fitted_dir / f"{cue.id}_{take.number:03d}_{fitted.speed:.4f}.flac"
+        path = project.fitted_dir / f"{cue.id}_{take.number:03d}_{fitted.speed:.4f}_{fitted.placed:.3f}.flac"
         audio = None
         if not path.is_file():
             audio = project.take_audio(take)
             samples = audio.samples
             if loudness is not None and len(samples):
                 samples = normalize_loudness(samples, audio.sample_rate, loudness)
-            samples = stretch(samples, audio.sample_rate, fitted.speed)
+            samples = _cut(stretch(samples, audio.sample_rate, fitted.speed), audio.sample_rate, fitted)
             project.fitted_dir.mkdir(parents=True, exist_ok=True)
             write_atomic(path, encode(samples, audio.sample_rate, "flac"))
         import soundfile as sf
@@ -202,9 +203,21 @@ def layout(project: DubProject, loudness: float | None = DEFAULT_LUFS) -> tuple[
         if info.samplerate != rate:
             raise InvalidRequest("dub_rates_differ", "the takes were made by models of different sample rates; "
                                  "render every cue again with one model", cue=number)
-        fitted = replace(fitted, seconds=info.frames / rate)
+        fitted = replace(fitted, seconds=info.frames / rate + fitted.overrun)  # the file holds what is heard
         placed.append(Placed(cue, number, cue.start, fitted, path))
     return placed, int(rate)
+
+
+def _cut(samples: np.ndarray, rate: int, fitted: Fit) -> np.ndarray:
+    """A flagged take cut where its room ends, faded out over `FADE_S` (a take that fits is left whole)."""
+    if not fitted.flagged:
+        return samples
+    keep = max(0, int(round(fitted.placed * rate)))
+    out = np.array(samples[:keep], np.float32)
+    fade = min(len(out), int(FADE_S * rate))
+    if fade:
+        out[-fade:] *= np.linspace(1.0, 0.0, fade, dtype=np.float32)
+    return out
 
 
 def export(project: DubProject, out: Path | None = None, srt: Path | None = None, vtt: Path | None = None,
@@ -213,10 +226,10 @@ def export(project: DubProject, out: Path | None = None, srt: Path | None = None
     (`out`, when given), the adjusted subtitles (`srt`, `vtt`) and the stems (`stems_dir`)."""
     placed, rate = layout(project)
     for piece in placed:
-        piece.cue.fit_result = {"speed": round(piece.fit.speed, 4), "seconds": round(piece.fit.seconds, 3),
+        piece.cue.fit_result = {"speed": round(piece.fit.speed, 4), "seconds": round(piece.fit.placed, 3),
                                 "overflow": round(piece.fit.overflow, 3), "overrun": round(piece.fit.overrun, 3)}
     project.save()
-    end = max([project.duration] + [p.start + p.fit.seconds for p in placed])
+    end = max([project.duration] + [p.start + p.fit.placed for p in placed])
     result = DubResult(placed, rate, end)
     track = Path(track) if track is not None else project.folder / "exports" / "dub.wav"
     tracks = {None: track}
@@ -231,7 +244,7 @@ def export(project: DubProject, out: Path | None = None, srt: Path | None = None
             write_atomic(Path(path), render(result.cues, fmt, speakers=True).encode("utf-8"))
             result.files.append(Path(path))
     if out is not None:
-        spans = [(p.start, p.start + p.fit.seconds) for p in placed]
+        spans = [(p.start, p.start + p.fit.placed) for p in placed]
         remux(project.media_path, track, Path(out), spans, project.settings.original, project.settings.duck_db,
               project.settings.target_lang, project.settings.source_lang)
         result.files.append(Path(out))
@@ -251,7 +264,7 @@ def write_tracks(placed: list[Placed], rate: int, length: int, tracks: dict[str 
             buffers = {key: np.zeros(stop - begin, np.float32) for key in tracks}
             for piece in ordered:
                 first = int(round(piece.start * rate))
-                last = first + int(round(piece.fit.seconds * rate))
+                last = first + int(round(piece.fit.placed * rate))
                 if first >= stop:
                     break
                 if last <= begin:

@@ -85,8 +85,34 @@ def onset(samples: np.ndarray, rate: int, after: float, until: float, floor_db: 
     return None if not len(loud) else (begin + loud[0] * hop) / rate
 
 
-def offset(samples: np.ndarray, rate: int, start: float, end: float, floor_db: float = -40.0) -> float | None:
+def offset(samples: np.ndarray, rate: int, start: float, end: float, floor_db: float = -50.0) -> float | None:
     """The last time in [start, end) the 5 ms RMS is above `floor_db`: where the speech stops."""
     reversed_onset = onset(samples[::-1].copy(), rate, len(samples) / rate - end, len(samples) / rate - start,
                            floor_db)
     return None if reversed_onset is None else len(samples) / rate - reversed_onset
+
+
+def check_dubbed(out: Path, source: Path, srt: Path, stems_dir: Path, lines=LINES, tolerance: float = 0.05) -> list:
+    """The checks of issue 28 on a dub the CLI wrote: the video stream copied, two tagged audio tracks, every cue's
+    speech starting within `tolerance` of its cue (measured on its speaker's stem, so an overrun into the next cue
+    does not hide it) and ending when the adjusted SRT says. Returns the measured (onset error, end error) per cue."""
+    from cosyvoice_ui.serving.subtitles import parse
+
+    before, after = streams(source), streams(out)
+    assert [s["codec_type"] for s in after] == ["video", "audio", "audio"]
+    assert (after[0]["codec_name"], after[0]["width"], after[0]["height"]) == (
+        before[0]["codec_name"], before[0]["width"], before[0]["height"])
+    assert all(s.get("tags", {}).get("language", "und") != "und" for s in after[1:])
+    spoken = parse(Path(srt).read_text(encoding="utf-8"))
+    assert len(spoken) == len(lines)
+    stems = {p.stem: sf.read(p, dtype="float32") for p in Path(stems_dir).iterdir()}
+    errors = []
+    for (start, _, speaker, *_), cue in zip(lines, spoken):
+        samples, rate = stems[speaker]
+        heard = onset(samples, rate, start - 0.5, start + 1.0)
+        stopped = offset(samples, rate, start, cue.end + 1.0)
+        assert heard is not None and stopped is not None
+        errors.append((heard - start, stopped - cue.end))
+        assert abs(heard - start) <= tolerance and abs(cue.start - start) <= tolerance
+        assert abs(stopped - cue.end) <= tolerance, (cue, stopped, heard)
+    return errors
