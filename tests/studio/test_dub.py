@@ -264,3 +264,25 @@ def test_a_stretch_is_exact_and_keeps_the_pitch() -> None:
         assert len(out) == int(round(len(tone) / factor))
         spectrum = np.abs(np.fft.rfft(out[RATE // 4:RATE // 4 + RATE]))
         assert abs(np.argmax(spectrum) - 200) <= 2  # 1 Hz bins: still 200 Hz
+
+
+def test_voices_cut_from_the_video_need_consent_where_the_server_asks_for_it(video: Path, tmp_path: Path) -> None:
+    """A voice cut from the source is a new recording: a server that requires consent refuses to clone it unless the
+    caller confirms it, as for any sample; a preset needs none."""
+    from cosyvoice_ui.serving.jobs import JobOptions
+    from cosyvoice_ui.studio.dub import DubProject
+    from cosyvoice_ui.studio.dub_render import render_dub
+    from cosyvoice_ui.studio.voice_map import VoiceChoice
+    from cosyvoice_ui.testing.speech import speech_jobs
+
+    speech = speech_jobs(tmp_path, require_consent=True)
+    project = DubProject.create(tmp_path / "dub", video, read_cues(srt_of()))
+    engine = DubFake()
+    with pytest.raises(InvalidRequest) as refused:
+        render_dub(project, engine, speech, JobOptions())
+    assert refused.value.code == "consent_required" and engine.requests == []
+    assert len(render_dub(project, engine, speech, JobOptions(consent=True))) == 5
+    project = DubProject.create(tmp_path / "presets", video, read_cues(srt_of()))
+    for speaker in ("Alice", "Bob"):
+        project.set_voice(speaker, VoiceChoice("preset", "A"))
+    assert len(render_dub(project, engine, speech, JobOptions())) == 5
