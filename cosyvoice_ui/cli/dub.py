@@ -4,7 +4,9 @@ The cues (an SRT or WebVTT in the target language, speakers labelled as in scrip
 dubbing project (`studio.dub`) in `--project` (default: OUT.dub beside `--out`); each cue is one speech job
 (`serving.jobs`, built by `common.speech_jobs`) in its speaker's voice, by default cut from the video itself.
 Rerunning the same command renders only the cues without a finished take; a changed subtitle file keeps the takes
-of the cues it did not change. Ctrl-C stops cleanly (exit 130) and says how to resume.
+of the cues it did not change. Without `--cues` the video's speech is transcribed into cues (`studio.dub_transcribe`)
+and written to the project's cues.srt, to translate and give back. Ctrl-C stops cleanly (exit 130) and says how to
+resume.
 """
 
 from __future__ import annotations
@@ -35,7 +37,8 @@ def add_dub_parser(sub) -> None:
                        + DUB_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("media", type=Path, help="the video or audio file to dub")
     p.add_argument("--cues", type=Path, help="SRT or WebVTT in the target language; speakers as \"Name: text\" or "
-                   "\"[Name] text\" (required: transcribing the source into cues is not available yet)")
+                   "\"[Name] text\" (without it the video's speech is transcribed into cues, written to the "
+                   "project's cues.srt to translate or correct and give back with --cues)")
     p.add_argument("--voices", type=Path, help="JSON of speaker → voice (a preset, a saved voice id, {\"sample\": "
                    "\"bob.wav\"}, ...); speakers not named speak in their own voice cut from the video")
     p.add_argument("--out", type=Path, required=True, help="the dubbed file (.mp4, .mkv, .mov; .m4a for audio)")
@@ -60,6 +63,9 @@ def add_dub_parser(sub) -> None:
     lang.add_argument("--duck-db", type=float, default=None, help="how much quieter the original is under speech "
                       "(default 12 dB)")
     lang.add_argument("--seed", type=int, default=None, help="seed of every cue's first take (default 1)")
+    lang.add_argument("--asr-model", default="auto", metavar="NAME", help="without --cues: the recogniser (auto: "
+                      "a downloaded Whisper model, else pocketsphinx for English; see list-models)")
+    lang.add_argument("--models-dir", type=Path, default=Path("pretrained_models"))
     checks = p.add_argument_group("checks")
     checks.add_argument("--voices-dir", type=Path, default=Path("voices"))
     checks.add_argument("--glossary", default=None, metavar="FILE_OR_ID", help="pronunciation glossary")
@@ -85,29 +91,34 @@ def cmd_dub(args) -> int:
     from .studio import read_json, read_text, read_voice_map
 
     out = Path(args.out)
-    if not args.cues:
-        raise InvalidRequest("dub_cues_required", "give the subtitles to speak with --cues FILE (an SRT or WebVTT "
-                             "in the target language); transcribing the video into cues is not available yet")
     probe(args.media)  # an unreadable video, or one without sound, is refused before anything else
-    cues = read_cues(read_text(args.cues, "subtitle file"))
+    cues = read_cues(read_text(args.cues, "subtitle file")) if args.cues else None
     voice_map = read_json(args.voices, "voice map") if args.voices else None
     folder = Path(args.project) if args.project else out.with_name(out.name + ".dub")
     glossary = load_glossary(args.glossary, glossary_store(args))
     speech, options = speech_jobs(args, glossary, surface="dub")
     progress = TerminalProgress()
+    source_lang = args.source_lang.strip().lower() or "und"
     if DubProject.exists(folder):
         project = DubProject.open(folder)
         if not project.same_media(args.media):
             raise InvalidRequest("dub_project_other_media", f"the project {folder.name!r} dubs another file "
                                  f"({project.media.get('name')!r}); give another --project folder",
                                  folder=folder.name)
-        changed = project.update_cues(cues)
+        changed = project.update_cues(cues) if cues is not None else 0
         if changed:
             progress.note(f"the subtitles changed since the last run: {changed} cue(s) are new or edited")
+    elif cues is None:  # the source's own words, to re-voice as they are or to translate and give back
+        cues, heard = _transcribe(args, progress)
+        source_lang = source_lang if source_lang != "und" else (heard or "und")
+        project = DubProject.create(folder, args.media, cues, DubSettings(
+            source_lang=source_lang, target_lang=(args.lang or source_lang).strip().lower()))
+        written = write_cue_file(project)
+        progress.note(f"transcribed {len(cues)} cue(s) into {written}: translate or correct it there and run again "
+                      f"with --cues {written} (now dubbing the words as heard)")
     else:
         project = DubProject.create(folder, args.media, cues, DubSettings(
-            source_lang=args.source_lang.strip().lower() or "und",
-            target_lang=(args.lang or guess_language([c.text for c in cues])).strip().lower()))
+            source_lang=source_lang, target_lang=(args.lang or guess_language([c.text for c in cues])).strip().lower()))
     _apply_settings(project, args, FitPolicy)
     engine = load_engine(args, progress)
     if voice_map is not None:
@@ -145,6 +156,27 @@ def cmd_dub(args) -> int:
     flagged = result.flagged
     print(f"dubbed {total} cues ({len(result.placed) - len(flagged)} fit, {len(flagged)} overrun); project {folder}")
     return 0
+
+
+def _transcribe(args, progress):
+    from ..serving.transcription import backend_for, shared_transcriber
+    from ..studio.dub_transcribe import transcribed_cues
+
+    language = args.source_lang if args.source_lang and args.source_lang != "und" else None
+    return transcribed_cues(args.media, shared_transcriber(args.models_dir), language, backend_for(args.asr_model),
+                            progress)
+
+
+def write_cue_file(project) -> Path:
+    """The project's cues as `cues.srt` in its folder (speakers labelled when there are several)."""
+    from ..files import write_atomic
+    from ..serving.subtitles import Cue, render
+
+    several = len(project.speakers()) > 1
+    path = project.folder / "cues.srt"
+    text = render([Cue(c.start, c.end, c.text, c.speaker) for c in project.cues], "srt", speakers=several)
+    write_atomic(path, text.encode("utf-8"))
+    return path
 
 
 def _apply_settings(project, args, fit_policy) -> None:

@@ -324,7 +324,7 @@ class DubProject:
             if pieces:
                 pieces.append(np.zeros(int(JOIN_GAP_S * VOICE_RATE), np.float32))
             pieces.append(clip)
-            texts.append(cue.text)
+            texts.append(cue.source_text or cue.text)
             whole = whole and seconds >= cue.seconds - 1e-3
             total = sum(len(p) for p in pieces) / VOICE_RATE
             if total >= TARGET_VOICE_S:

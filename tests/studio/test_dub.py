@@ -192,7 +192,7 @@ def silent_video(tmp_path_factory) -> Path:
     ("overlap", "cue 3 starts at 00:00:08,000, before cue 2 ends at 00:00:08,800"),
     ("empty", "the subtitle file has no cues"),
     ("speed", "the speed range 1.1-1.2 is not allowed"),
-    ("no_cues", "give the subtitles to speak with --cues"),
+    ("no_speech", "no speech was found in 'quiet.mp4' to transcribe into cues"),
 ])
 def test_refusals_say_what_is_wrong_in_one_line(fake, video: Path, silent_video: Path, tmp_path: Path, capsys, case,
                                                 message) -> None:
@@ -210,8 +210,9 @@ def test_refusals_say_what_is_wrong_in_one_line(fake, video: Path, silent_video:
         srt = "nothing timed here\n"
     elif case == "speed":
         extra = ["--min-speed", "1.1"]
-    if case == "no_cues":
-        code = main(["dub", str(media), "--out", str(tmp_path / "out.mp4")])
+    if case == "no_speech":
+        quiet = make_video(tmp_path / "quiet.mp4", np.zeros(RATE), RATE, seconds=3.0)
+        code = main(["dub", str(quiet), "--out", str(tmp_path / "out.mp4")])
     else:
         code = _dub(tmp_path, media, srt, *extra)
     err = capsys.readouterr().err
@@ -286,3 +287,48 @@ def test_voices_cut_from_the_video_need_consent_where_the_server_asks_for_it(vid
     for speaker in ("Alice", "Bob"):
         project.set_voice(speaker, VoiceChoice("preset", "A"))
     assert len(render_dub(project, engine, speech, JobOptions())) == 5
+
+
+class StubTranscriber:
+    """Hears "Line N of the talk." in the Nth stretch it is given (English)."""
+
+    def __init__(self) -> None:
+        self.heard: list[float] = []
+
+    def transcribe(self, audio, language=None, progress=None, backend=None):
+        from cosyvoice_ui.serving.transcription import Transcript
+
+        self.heard.append(audio.duration)
+        return Transcript(f"Line {len(self.heard)} of the talk.", "en", "stub")
+
+
+def test_without_cues_the_speech_is_transcribed_into_cues(fake, video: Path, tmp_path: Path, monkeypatch,
+                                                          capsys) -> None:
+    """No subtitles: the speech is found by its loudness, each stretch transcribed, the cues written to the project's
+    cues.srt and dubbed as heard (the same language: zero-shot with the cut's own words); the translated file given
+    back renders every cue again, cross-lingually."""
+    import cosyvoice_ui.serving.transcription as transcription
+
+    stub = StubTranscriber()
+    monkeypatch.setattr(transcription, "shared_transcriber", lambda *args, **kwargs: stub)
+    engine = fake()
+    out = tmp_path / "out.mp4"
+    base = ["dub", str(video), "--out", str(out), "--voices-dir", str(tmp_path / "voices")]
+    assert main(base) == 0, capsys.readouterr().err
+    written = tmp_path / "out.mp4.dub" / "cues.srt"
+    assert f"into {written}" in capsys.readouterr().err
+    cues = parse(written.read_text(encoding="utf-8"))
+    assert [c.text for c in cues] == [f"Line {n} of the talk." for n in range(1, 6)]
+    for cue, (start, end, *_) in zip(cues, LINES):
+        assert abs(cue.start - start) <= 0.15 and abs(cue.end - end) <= 0.15
+    assert [r.mode for r in engine.requests] == [Mode.ZERO_SHOT] * 5
+    assert engine.requests[0].prompt_text == "Line 2 of the talk. Line 1 of the talk."  # the cut: its longest two
+    assert streams(out)[1]["tags"]["language"] == "eng"
+
+    translated = tmp_path / "translated.srt"
+    translated.write_text(written.read_text(encoding="utf-8").replace("of the talk.", "次谈话。"), encoding="utf-8")
+    engine = fake()
+    assert main([*base, "--cues", str(translated), "--lang", "zh"]) == 0
+    assert [r.mode for r in engine.requests] == [Mode.CROSS_LINGUAL] * 5
+    assert [s["tags"]["language"] for s in streams(out)[1:]] == ["chi", "eng"]
+    assert len(stub.heard) == 5  # transcribed once
