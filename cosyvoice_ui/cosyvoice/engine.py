@@ -25,6 +25,7 @@ from .frontend import text as text_frontend
 from .frontend.prompt import PromptEncoder, PromptFeatures
 from .loader import ModelParts, load_parts
 from .models.decode_batcher import DecodeBatcher, batches
+from . import thread_fit
 from .render_turns import RenderTurns
 from .precision import FastSettings, trim_flow_prompt
 from .recipes import ModelInput, check_transcript_length
@@ -64,7 +65,10 @@ class CosyVoiceEngine(Engine):
         self.saved_voices: dict[str, tuple[PromptFeatures, str]] = {}
         self._info = folder_info(self.folder, tuple(self.spk2info), str(self.device), self.precision)
         # What decodes speech tokens: the LLM itself, or the loop that batches concurrent requests' steps.
-        self.token_decoder = (DecodeBatcher(self.llm, batch_width) if batch_width > 1 and batches(self.llm)
+        # On a CPU the threads that decode and render follow the cores other processes leave free (thread_fit.py).
+        self.thread_fit = thread_fit.shared() if self.device.type == "cpu" else None
+        tick = self.thread_fit.tick if self.thread_fit is not None else None
+        self.token_decoder = (DecodeBatcher(self.llm, batch_width, tick=tick) if batch_width > 1 and batches(self.llm)
                               else self.llm)
         # Concurrent requests render one at a time, first chunks first (render_turns.py).
         self.render_turns = RenderTurns() if batch_width > 1 else None
@@ -291,6 +295,8 @@ class CosyVoiceEngine(Engine):
             sampler=self.sampler, generator=generator, max_len=forced_tokens, ignore_eos=forced_tokens is not None,
         ):
             count += 1
+            if self.thread_fit is not None:
+                self.thread_fit.tick()
             if count % 25 == 0:
                 raise_if_cancelled(cancel)
                 stage("llm", min(0.65, 0.65 * count / expected), f"{count} speech tokens")

@@ -20,7 +20,7 @@ import logging
 import queue
 import threading
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import torch
@@ -60,11 +60,14 @@ class DecodeBatcher:
     """The shared decode loop of one loaded LLM (see the module docstring). `inference` has the LLM's signature;
     `close` stops the loop (sequences still running end with an error)."""
 
-    def __init__(self, lm: SpeechTokenLM, width: int) -> None:
+    def __init__(self, lm: SpeechTokenLM, width: int, tick: Callable[[], object] | None = None) -> None:
+        """tick: called before each step on the loop's thread (the engine fits that thread's intra-op threads
+        to the free cores: `thread_fit.py`)."""
         if not batches(lm):
             raise ValueError("this LLM's backbone cannot step several decodes at once")
         self.lm = lm
         self.width = max(1, width)
+        self.tick = tick
         self._waiting: deque[_Sequence] = deque()
         self._active: list[_Sequence] = []
         self._wake = threading.Condition()
@@ -129,6 +132,8 @@ class DecodeBatcher:
                 joining = []
                 while self._waiting and len(self._active) + len(joining) < self.width:
                     joining.append(self._waiting.popleft())
+            if self.tick is not None:
+                self.tick()
             with torch.inference_mode():
                 for sequence in joining:
                     self._guarded([sequence], self._prefill)
