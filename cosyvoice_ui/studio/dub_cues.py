@@ -13,10 +13,12 @@ The fit policy (`FitPolicy`, per project, optionally per cue) places a take on i
    start (or the media's end), to be regenerated, reworded or locked as it is; until then it is cut there (with a
    short fade), so two cues never speak at once and every later cue still starts on time.
 
-Why atempo and not the model's own speed: it is exact (the length is what was asked for, to the sample, where the
-offline voice at speed 1.2 came out 5.5 % longer than asked and a CosyVoice LLM picks its own token count), it
-needs no second synthesis (a take is rendered once and fitted afterwards, so a new fit policy costs no model
-time), and it is the same on every family. Within 0.85-1.2 WSOLA keeps the pitch and adds no audible artefacts.
+Why atempo and not the model's own speed (`benchmarks/dub_stretch.py`, the offline voice, 5 English and Mandarin
+sentences, December 2026): atempo gives the length asked for to the sample, where the model's speed missed it by
+1.0 % (median) at 0.85 and 4.6 % (worst 5.7 %) at 1.2; atempo kept the median pitch (0 cents), the model's speed
+moved it by 17.6 cents both ways; atempo took 2-4 ms per second of speech, the second synthesis 0.72-0.78 s. It
+also needs no second synthesis at all (a take is rendered once and fitted afterwards, so a new fit policy costs
+no model time), and works the same on every family (a CosyVoice LLM picks its own token count).
 
 Every speech starts at its cue's start (the take's leading silence trimmed), so the adjusted subtitles are the
 cue's start and the start plus the fitted length.
