@@ -269,10 +269,12 @@ class CosyVoiceEngine(Engine):
         if record is not None:  # `record` receives every token the flow is given
             tokens_iter = _recorded(tokens_iter, record)
         if streamed:
+            self._fit_threads()
             for speech, last in self.chunker.schedule(tokens_iter, render, self.config_streaming):
                 raise_if_cancelled(cancel)
                 stage("vocoder", 0.9, "audio chunk ready")
                 yield speech, last
+                self._fit_threads()  # for the next chunk's render on this thread (the decoder may run on another)
             return
         tokens = list(tokens_iter)
         raise_if_cancelled(cancel)
@@ -280,9 +282,14 @@ class CosyVoiceEngine(Engine):
             yield torch.zeros(1, 0), True
             return
         stage("flow", 0.7, f"{len(tokens)} speech tokens → mel")
+        self._fit_threads()
         speech = render(torch.tensor([tokens], dtype=torch.long), True, speed)
         stage("vocoder", 1.0, "done")
         yield speech, True
+
+    def _fit_threads(self) -> None:
+        if self.thread_fit is not None:
+            self.thread_fit.tick()
 
     def _llm_tokens(self, model_input: ModelInput, generator: torch.Generator, cancel: threading.Event | None,
                     stage, forced_tokens: int | None = None) -> Iterator[int]:
@@ -295,8 +302,7 @@ class CosyVoiceEngine(Engine):
             sampler=self.sampler, generator=generator, max_len=forced_tokens, ignore_eos=forced_tokens is not None,
         ):
             count += 1
-            if self.thread_fit is not None:
-                self.thread_fit.tick()
+            self._fit_threads()
             if count % 25 == 0:
                 raise_if_cancelled(cancel)
                 stage("llm", min(0.65, 0.65 * count / expected), f"{count} speech tokens")
