@@ -49,6 +49,9 @@ STATUS_BY_ERROR: dict[type[BaseException], int] = {
 STATUS_BY_CODE: dict[str, int] = {
     "glossary_store_unwritable": 409,  # the glossary folder is read-only or full: nothing was changed
     "glossary_name_taken": 409,  # every id made from the name is taken
+    "dub_job_unknown": 404,
+    "dub_file_unknown": 404,
+    "dub_not_ready": 409,  # the dub's files are asked for before it finished
 }
 
 ERROR_TYPES = {401: "authentication_error", 403: "permission_error", 404: "not_found_error",

@@ -8,6 +8,7 @@
     POST   /v1/audio/transcriptions  OpenAI's shape: multipart `file`, `model`, `language`, `response_format`
     GET    /v1/asr/models            what can transcribe now, and what can be downloaded
     POST   /v1/audio/detect          does a file carry the watermark (`routes_watermark.py`)
+    POST   /v1/dubs ...              dubbing jobs: a video and its subtitles in, the dub out (`routes_dub.py`)
 
 Guarded like every other route (API key, rate limit, upload cap); errors in the API's one shape.
 """
@@ -26,6 +27,7 @@ from .schemas import error_responses
 from .schemas_studio import (AsrModelList, GlossaryBody, GlossaryDeleted, GlossaryList, GlossaryRecord,
                              PreviewBody, PreviewResult, TranscribeBody, TranscribeResult, TranscriptionResult)
 from .studio_service import StudioService, check_transcript_format
+from .routes_dub import dub_routes
 from .routes_watermark import WATERMARK_JSON_ROUTES, watermark_routes
 
 
@@ -38,7 +40,7 @@ Studio = Annotated[StudioService, Depends(studio_service)]
 
 glossary_routes = APIRouter(tags=["glossaries"], dependencies=PROTECTED, responses=ERRORS)
 transcription_routes = APIRouter(tags=["transcription"], dependencies=PROTECTED, responses=ERRORS)
-STUDIO_ROUTERS = (glossary_routes, transcription_routes, watermark_routes)
+STUDIO_ROUTERS = (glossary_routes, transcription_routes, watermark_routes, dub_routes)
 # curl -d labels JSON a form
 STUDIO_JSON_ROUTES = ("/v1/glossaries", "/v1/glossaries/preview", "/v1/transcribe", *WATERMARK_JSON_ROUTES)
 

@@ -143,3 +143,29 @@ class WatermarkCheckResult(BaseModel):
     confidence: float = Field(description="how sure the detector is of `marked`, 0.5-1")
     score: float = Field(description="the detector's output, 0-1: 0.5 or more is marked")
     seconds: float = Field(description="length of the sound checked")
+
+
+class DubCueRecord(BaseModel):
+    number: int
+    start: float
+    end: float
+    speaker: str
+    text: str
+    mode: str
+    locked: bool
+    takes: int
+    fit: dict | None = Field(None, description="the last export's fit: speed, seconds (spoken), overflow (into the "
+                             "gap), overrun (past the next cue: flagged)")
+
+
+class DubJobRecord(BaseModel):
+    id: str
+    object: str = "dub"
+    status: str = Field(description="queued, running, done, failed or stopped")
+    progress: float
+    message: str = ""
+    code: str = ""
+    params: dict = {}
+    error: dict | None = None
+    cues: list[DubCueRecord] = []
+    files: list[str] = Field([], description="the finished dub's files (video, srt, vtt, track)")

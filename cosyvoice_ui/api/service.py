@@ -27,6 +27,7 @@ from ..serving.glossary import Glossary, GlossaryStore
 from ..serving.jobs import JobOptions, Live, SpeechJob, SpeechJobs, instruct_takes_voice
 from ..serving.manager import ModelManager
 from ..serving.result_cache import CachedResult, ResultCache, request_key
+from ..studio.dub_jobs import DubJobs
 from ..serving.takes import RetryPolicy
 from ..settings import Settings
 from ..types import Audio, CheckedRequest, EngineInfo, Mode, SynthesisRequest
@@ -157,6 +158,7 @@ class ApiService:
         self.speech = SpeechJobs(manager, settings, self.library, self.voices, self.glossaries)
         self.notes = NotesCache(settings.cache_entries)
         self.studio = StudioService(manager, settings, self.glossaries, self.decode_audio)
+        self.dubs = DubJobs(self.speech, settings.projects_dir / "dubs", settings.max_projects)  # routes_dub.py
         self.peer_models: tuple[str, ...] = ()  # the other models an app serving several accepts by name
 
     # --- building requests ----------------------------------------------------------------------------

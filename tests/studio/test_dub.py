@@ -13,6 +13,7 @@ import pytest
 import soundfile as sf
 
 from cosyvoice_ui.cli.main import main
+from cosyvoice_ui.engine import raise_if_cancelled
 from cosyvoice_ui.errors import InvalidRequest
 from cosyvoice_ui.serving.subtitles import parse
 from cosyvoice_ui.studio.dub_cues import FitPolicy, fit, read_cues
@@ -28,8 +29,8 @@ LONG = "好主意，我现在真的非常需要一杯很浓很浓的咖啡，不
 
 
 class DubFake(FakeEngine):
-    """Speaks seeded noise for 0.2 s per character of the text (divided by the speed), records every request, and
-    raises KeyboardInterrupt on call `interrupt_at`."""
+    """Speaks seeded noise for 0.2 s per character of the text (divided by the speed), records every request,
+    raises KeyboardInterrupt on call `interrupt_at`, and holds each take while `release` is cleared."""
 
     def __init__(self, interrupt_at: int | None = None) -> None:
         super().__init__(name="dub-fake", speakers=("A", "B"), sample_rate=RATE, chunks=1)
@@ -40,6 +41,8 @@ class DubFake(FakeEngine):
         self.requests.append(request)
         if len(self.requests) == self.interrupt_at:
             raise KeyboardInterrupt
+        while not self.release.wait(0.05):  # cleared by a test: the take waits, a stop ends it
+            raise_if_cancelled(cancel)
         count = int(0.2 * len(request.text) * RATE / request.speed)
         rng = np.random.default_rng(request.seed)
         yield AudioChunk((0.1 * rng.standard_normal(count)).astype(np.float32), RATE, 0, 1, True, request.text)

@@ -1,0 +1,205 @@
+"""The dubbing jobs of one process, without HTTP: the REST routes (`api/routes_dub.py`) start a job with the
+uploaded media and subtitles, read its progress and fetch its files.
+
+Each job is a `DubProject` in `root/<id>` (an unguessable id), rendered in a background thread that waits for a
+slot of the model queue (`ModelManager.job()`, like every speech job) and holds it while its cues render, then
+exports `dubbed.<ext>`, `dubbed.srt` and `dubbed.vtt` beside the project. What the upload is refused for (media
+ffmpeg cannot read, no sound, cues outside it or overlapping) is raised by `start` before any thread runs.
+A job a restart interrupted reads back as "stopped" with what it had rendered; starting it again
+(`resume`) renders only the missing cues.
+
+Nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import secrets
+import threading
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..errors import Cancelled, CosyVoiceError, InvalidRequest
+from ..files import write_atomic
+from ..store_index import check_room, entries_of
+from ..types import ProgressEvent
+from .dub import DubProject, DubSettings
+from .dub_cues import guess_language, read_cues
+
+if TYPE_CHECKING:
+    from ..serving.jobs import JobOptions, SpeechJobs
+
+log = logging.getLogger(__name__)
+
+MEDIA_SUFFIXES = (".mp4", ".mkv", ".mov", ".m4a", ".mp3", ".wav", ".flac", ".ogg", ".webm", ".avi")
+OUTPUT_SUFFIX = {".mkv": ".mkv", ".mov": ".mov", ".m4a": ".m4a", ".mp3": ".m4a", ".wav": ".m4a", ".flac": ".m4a",
+                 ".ogg": ".m4a"}  # what the dub is written as (the video copied: a container that holds it)
+FILES = ("video", "srt", "vtt", "track")
+_ID = re.compile(r"^[0-9a-f]{16}$")
+
+
+@dataclass
+class DubJobState:
+    """Where one job is: "queued", "running", "done", "failed" or "stopped", its share done, the last message
+    (and its event's code and parameters), and the error that ended it."""
+
+    id: str
+    status: str = "queued"
+    fraction: float = 0.0
+    message: str = ""
+    code: str = ""
+    params: dict = field(default_factory=dict)
+    error: dict | None = None
+
+
+class DubJobs:
+    """Background dubbing jobs under `root` (see the module), over the process's speech jobs."""
+
+    def __init__(self, speech: SpeechJobs, root: Path, max_jobs: int = 0) -> None:
+        self.speech = speech
+        self.root = Path(root)
+        self.max_jobs = int(max_jobs)
+        self._states: dict[str, DubJobState] = {}
+        self._cancels: dict[str, threading.Event] = {}
+        self._lock = threading.Lock()
+
+    def start(self, media: bytes, media_name: str, cues_text: str, settings: DubSettings,
+              options: JobOptions) -> DubJobState:
+        """Store the upload as a new project and start rendering it. Refusals are raised here: every speaker
+        speaks in a voice cut from the upload, a new recording, so a server that requires consent asks for it now
+        (each cue's speech job checks it again)."""
+        if self.speech.consent.required and not options.consent:
+            from ..serving.consent import ConsentRequired
+
+            raise ConsentRequired("voices cut from the media")
+        suffix = Path(str(media_name or "")).suffix.lower()
+        if suffix not in MEDIA_SUFFIXES:
+            suffix = ".mp4"
+        if self.max_jobs:
+            check_room(sum(1 for entry in entries_of(self.root) if entry.is_dir()), self.max_jobs, "dubbing job",
+                       "--max-projects")
+        job_id = secrets.token_hex(8)
+        folder = self.root / job_id
+        folder.mkdir(parents=True, exist_ok=True)
+        source = folder / f"source{suffix}"
+        write_atomic(source, bytes(media))
+        try:
+            cues = read_cues(cues_text)
+            if not settings.target_lang:
+                settings = replace(settings, target_lang=guess_language([cue.text for cue in cues]))
+            DubProject.create(folder / "project", source, cues, settings)
+        except BaseException:
+            import shutil
+
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
+        return self._run(job_id, options)
+
+    def resume(self, job_id: str, options: JobOptions) -> DubJobState:
+        """Start a stopped or failed job again: only the cues without a finished take render."""
+        state = self.status(job_id)
+        if state.status in ("queued", "running"):
+            return state
+        return self._run(job_id, options)
+
+    def status(self, job_id: str) -> DubJobState:
+        folder = self._folder(job_id)
+        with self._lock:
+            state = self._states.get(job_id)
+        if state is not None:
+            return replace(state)
+        project = DubProject.open(folder / "project")  # a job of an earlier run of the process
+        done = sum(1 for cue in project.cues if cue.take is not None)
+        finished = self._output(folder, project).is_file()
+        return DubJobState(job_id, "done" if finished else "stopped", done / max(1, len(project.cues)),
+                           f"{done} of {len(project.cues)} cues rendered")
+
+    def project(self, job_id: str) -> DubProject:
+        return DubProject.open(self._folder(job_id) / "project")
+
+    def file(self, job_id: str, name: str) -> Path:
+        """One of the job's results: "video" (the dubbed media), "srt", "vtt" or "track" (the speech alone)."""
+        folder = self._folder(job_id)
+        if name not in FILES:
+            raise InvalidRequest("dub_file_unknown", f"there is no file {name!r}; ask for one of: {', '.join(FILES)}",
+                                 file=name)
+        project = DubProject.open(folder / "project")
+        path = {"video": self._output(folder, project), "srt": folder / "dubbed.srt", "vtt": folder / "dubbed.vtt",
+                "track": folder / "dubbed.wav"}[name]
+        if not path.is_file():
+            raise InvalidRequest("dub_not_ready", f"the dub is not finished yet ({self.status(job_id).status}); ask "
+                                 "again when its status is done", job=job_id)
+        return path
+
+    def stop(self, job_id: str) -> DubJobState:
+        self._folder(job_id)
+        with self._lock:
+            cancel = self._cancels.get(job_id)
+        if cancel is not None:
+            cancel.set()
+        return self.status(job_id)
+
+    def _folder(self, job_id: str) -> Path:
+        folder = self.root / str(job_id)
+        if not _ID.match(str(job_id)) or not (folder / "project").is_dir():
+            raise InvalidRequest("dub_job_unknown", f"there is no dubbing job {str(job_id)[:40]!r}; start one with "
+                                 "POST /v1/dubs", job=str(job_id)[:40])
+        return folder
+
+    @staticmethod
+    def _output(folder: Path, project: DubProject) -> Path:
+        return folder / f"dubbed{OUTPUT_SUFFIX.get(Path(project.media['name']).suffix.lower(), '.mp4')}"
+
+    def _run(self, job_id: str, options: JobOptions) -> DubJobState:
+        state = DubJobState(job_id)
+        cancel = threading.Event()
+        with self._lock:
+            self._states[job_id] = state
+            self._cancels[job_id] = cancel
+        threading.Thread(target=self._work, args=(job_id, options, cancel), name=f"dub-{job_id}",
+                         daemon=True).start()
+        return replace(state)
+
+    def _update(self, job_id: str, **changes) -> None:
+        with self._lock:
+            state = self._states[job_id]
+            for key, value in changes.items():
+                setattr(state, key, value)
+
+    def _work(self, job_id: str, options: JobOptions, cancel: threading.Event) -> None:
+        from .dub_render import export, render_dub
+
+        folder = self.root / job_id
+
+        def progress(event: ProgressEvent) -> None:
+            running = event.stage == "dub" or event.code == "queue_position"
+            self._update(job_id, status="running" if running else self._states[job_id].status,
+                         fraction=0.95 * event.fraction if event.stage == "dub" else self._states[job_id].fraction,
+                         message=event.message, code=event.code, params=dict(event.params))
+
+        try:
+            project = DubProject.open(folder / "project")
+            with self.speech.manager.job(progress=progress, cancel=cancel) as engine:
+                self._update(job_id, status="running")
+                render_dub(project, engine, self.speech, options, progress, cancel)
+            self._update(job_id, message="mixing and writing the video", code="dub_export", fraction=0.95)
+            export(project, self._output(folder, project), folder / "dubbed.srt", folder / "dubbed.vtt",
+                   track=folder / "dubbed.wav")
+            flagged = [cue.id for cue in project.cues if (cue.fit_result or {}).get("overrun", 0) > 0]
+            self._update(job_id, status="done", fraction=1.0, message=f"{len(project.cues)} cues dubbed, "
+                         f"{len(flagged)} overrun", code="dub_finished",
+                         params={"cues": len(project.cues), "overrun": len(flagged)})
+        except Cancelled:
+            self._update(job_id, status="stopped", message="stopped; resume it to render the rest", code="dub_stopped")
+        except CosyVoiceError as exc:
+            self._update(job_id, status="failed", error={"code": getattr(exc, "code", "dub_failed"),
+                                                         "message": str(exc)})
+        except Exception as exc:  # a bug: logged whole, the caller gets one line
+            log.exception("dubbing job %s failed", job_id)
+            self._update(job_id, status="failed", error={"code": "dub_failed", "message": "the dubbing job failed "
+                                                         f"({type(exc).__name__}); resume it, or start it again"})
+        finally:
+            with self._lock:
+                self._cancels.pop(job_id, None)
