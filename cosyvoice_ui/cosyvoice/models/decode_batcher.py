@@ -136,7 +136,8 @@ class DecodeBatcher:
                 self.tick()
             with torch.inference_mode():
                 for sequence in joining:
-                    self._guarded([sequence], self._prefill)
+                    if not sequence.gone:  # its listener left while it waited
+                        self._guarded([sequence], self._prefill)
                 running = [s for s in self._active if not s.gone]
                 if running:
                     self._guarded(running, self._step)
