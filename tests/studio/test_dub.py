@@ -335,3 +335,33 @@ def test_without_cues_the_speech_is_transcribed_into_cues(fake, video: Path, tmp
     assert [r.mode for r in engine.requests] == [Mode.CROSS_LINGUAL] * 5
     assert [s["tags"]["language"] for s in streams(out)[1:]] == ["chi", "eng"]
     assert len(stub.heard) == 5  # transcribed once
+
+
+def test_regenerate_pick_and_lock_a_cue_then_export_again(video: Path, tmp_path: Path) -> None:
+    """The cue table as the studio offers it: a new take of one cue (a new seed), an earlier take picked back, a lock
+    that refuses a new take, an edited text rendered alone; each export fits what is chosen now."""
+    from cosyvoice_ui.serving.jobs import JobOptions
+    from cosyvoice_ui.studio.dub import DubProject
+    from cosyvoice_ui.studio.dub_render import export, render_cue, render_dub
+    from cosyvoice_ui.testing.speech import speech_jobs
+
+    speech = speech_jobs(tmp_path)
+    engine = DubFake()
+    project = DubProject.create(tmp_path / "dub", video, read_cues(srt_of()))
+    render_dub(project, engine, speech, JobOptions())
+    first = project.cue("c0002").take
+    render_cue(project, "c0002", engine, speech)
+    cue = project.cue("c0002")
+    assert [t.number for t in cue.takes] == [1, 2] and cue.chosen == 2 and cue.takes[1].seed != first.seed
+    project.choose("c0002", 1)
+    project.lock("c0002")
+    with pytest.raises(InvalidRequest, match="locked"):
+        render_cue(project, "c0002", engine, speech)
+    project.cue("c0003").text = "好。"
+    assert render_dub(project, engine, speech) == ["c0003"]  # only the edited cue
+    result = export(project, srt=tmp_path / "out.srt")
+    reopened = DubProject.open(tmp_path / "dub")
+    assert reopened.cue("c0002").chosen == 1 and reopened.cue("c0002").locked
+    spoken = parse((tmp_path / "out.srt").read_text(encoding="utf-8"))
+    assert spoken[1].end - spoken[1].start == pytest.approx(first.seconds / 0.85, abs=0.002)
+    assert spoken[2].text.endswith("好。") and len(result.placed) == 5
