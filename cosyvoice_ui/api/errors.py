@@ -52,6 +52,8 @@ STATUS_BY_CODE: dict[str, int] = {
     "dub_job_unknown": 404,
     "dub_file_unknown": 404,
     "dub_not_ready": 409,  # the dub's files are asked for before it finished
+    "dub_busy": 409,  # a cue is changed while the job renders
+    "dub_cue_unknown": 404,
 }
 
 ERROR_TYPES = {401: "authentication_error", 403: "permission_error", 404: "not_found_error",

@@ -7,7 +7,9 @@
     GET    /v1/dubs/{id}              the job: status, progress, and the cue table with each cue's fit and overrun
     GET    /v1/dubs/{id}/files/{name} video (the video stream copied, the dub and the original as tagged tracks),
                                       srt and vtt (the times actually spoken), track (the speech alone, WAV)
-    POST   /v1/dubs/{id}/resume       start a stopped or failed job again: only the cues without a take render
+    PATCH  /v1/dubs/{id}/cues/{n}     change cue n: text, locked, take (pick one), mode, instruct, fit
+    POST   /v1/dubs/{id}/cues/{n}/regenerate   a new take of cue n (a new seed), chosen
+    POST   /v1/dubs/{id}/resume       render what is missing (a stopped job, edited cues) and export again
     DELETE /v1/dubs/{id}              stop it (what was rendered is kept)
 
 Guarded like every other route (API key, rate limit, the upload cap on the whole body). A voice cut from the
@@ -24,7 +26,7 @@ from ..errors import InvalidRequest
 from .deps import ERRORS, PROTECTED, api_service, caller
 from .errors import ApiError
 from .schemas import error_responses
-from .schemas_studio import DubJobRecord
+from .schemas_studio import DubCueEdit, DubJobRecord
 
 dub_routes = APIRouter(tags=["dubbing"], dependencies=PROTECTED, responses=ERRORS)
 JOB_ERRORS = error_responses(404)
@@ -104,6 +106,24 @@ def resume_dub(job_id: str, request: Request, consent: bool = False):
     from ..serving.jobs import JobOptions
 
     api_service(request).dubs.resume(job_id, JobOptions(consent=consent, caller=caller(request, "rest")))
+    return job_record(request, job_id)
+
+
+@dub_routes.patch("/v1/dubs/{job_id}/cues/{number}", response_model=DubJobRecord,
+                  responses={**JOB_ERRORS, **error_responses(400, 409, 422)},
+                  summary="Change a cue: its text, lock, chosen take, mode, instruction or fit (resume renders it)")
+def edit_cue(job_id: str, number: int, body: DubCueEdit, request: Request):
+    api_service(request).dubs.edit(job_id, number, body.model_dump(exclude_unset=True))
+    return job_record(request, job_id)
+
+
+@dub_routes.post("/v1/dubs/{job_id}/cues/{number}/regenerate", response_model=DubJobRecord,
+                 responses={**JOB_ERRORS, **error_responses(409, 422, 428, 503)},
+                 summary="A new take of one cue (a new seed), chosen; resume exports the dub again")
+def regenerate_cue(job_id: str, number: int, request: Request, consent: bool = False):
+    from ..serving.jobs import JobOptions
+
+    api_service(request).dubs.regenerate(job_id, number, JobOptions(consent=consent, caller=caller(request, "rest")))
     return job_record(request, job_id)
 
 

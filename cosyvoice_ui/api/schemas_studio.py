@@ -169,3 +169,16 @@ class DubJobRecord(BaseModel):
     error: dict | None = None
     cues: list[DubCueRecord] = []
     files: list[str] = Field([], description="the finished dub's files (video, srt, vtt, track)")
+
+
+class DubCueEdit(BaseModel):
+    """What to change in one cue (fields left out stay as they are)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    text: str | None = Field(None, max_length=5000, description="the words to speak (translated or fixed)")
+    locked: bool | None = Field(None, description="a locked cue keeps its take")
+    take: int | None = Field(None, ge=1, description="pick one of the cue's takes (1 = its first)")
+    mode: str | None = Field(None, description="auto, cross_lingual, zero_shot or instruct")
+    instruct: str | None = Field(None, max_length=500, description="a style instruction (instruct mode)")
+    fit: dict | None = Field(None, description="this cue's own fit policy: min_speed, max_speed, overflow")

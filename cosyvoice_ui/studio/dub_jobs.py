@@ -13,11 +13,12 @@ Nothing here imports torch.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import secrets
 import threading
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -26,7 +27,8 @@ from ..files import write_atomic
 from ..store_index import check_room, entries_of
 from ..types import ProgressEvent
 from .dub import DubProject, DubSettings
-from .dub_cues import guess_language, read_cues
+from .dub_cues import DubCue, FitPolicy, check_mode, guess_language, read_cues
+from .textclean import clean_text
 
 if TYPE_CHECKING:
     from ..serving.jobs import JobOptions, SpeechJobs
@@ -63,6 +65,7 @@ class DubJobs:
         self.max_jobs = int(max_jobs)
         self._states: dict[str, DubJobState] = {}
         self._cancels: dict[str, threading.Event] = {}
+        self._editing: set[str] = set()
         self._lock = threading.Lock()
 
     def start(self, media: bytes, media_name: str, cues_text: str, settings: DubSettings,
@@ -98,7 +101,8 @@ class DubJobs:
         return self._run(job_id, options)
 
     def resume(self, job_id: str, options: JobOptions) -> DubJobState:
-        """Start a stopped or failed job again: only the cues without a finished take render."""
+        """Run a job again: a stopped or failed one, or one whose cues were edited. Only the cues without a
+        finished take render; then the dub is exported again."""
         state = self.status(job_id)
         if state.status in ("queued", "running"):
             return state
@@ -133,6 +137,55 @@ class DubJobs:
                                  "again when its status is done", job=job_id)
         return path
 
+    def edit(self, job_id: str, number: int, changes: dict) -> None:
+        """Change cue `number` (1-based) of a job that is not running: `text`, `locked`, `take` (pick an earlier
+        take), `mode`, `instruct`, `fit` (its own policy, or None for the project's). `resume` renders what the
+        edit left without a take and exports again."""
+        with self._busy(job_id) as project:
+            cue = _cue(project, number)
+            if "text" in changes:
+                text = clean_text(str(changes["text"] or "")).strip()
+                if not text:
+                    raise InvalidRequest("dub_cue_text_empty", f"cue {number} needs words to speak", cue=number)
+                cue.text = text
+            if "mode" in changes:
+                cue.mode = check_mode(str(changes["mode"] or "auto"))
+            if "instruct" in changes:
+                cue.instruct = clean_text(str(changes["instruct"] or "")).strip()
+            if "fit" in changes:
+                fit = changes["fit"]
+                cue.fit = None if fit is None else asdict(FitPolicy.from_dict({**asdict(project.settings.policy),
+                                                                                **dict(fit)}))
+            if changes.get("take") is not None:
+                project.choose(cue.id, int(changes["take"]))
+            if "locked" in changes:
+                project.lock(cue.id, bool(changes["locked"]))
+            project.save()
+
+    def regenerate(self, job_id: str, number: int, options: JobOptions) -> None:
+        """A new take of cue `number` (a new seed), chosen, in a slot of the model queue; a locked cue refuses."""
+        from .dub_render import render_cue
+
+        with self._busy(job_id) as project:
+            cue = _cue(project, number)
+            with self.speech.manager.job() as engine:
+                render_cue(project, cue.id, engine, self.speech, options)
+
+    @contextlib.contextmanager
+    def _busy(self, job_id: str):
+        folder = self._folder(job_id)
+        with self._lock:
+            state = self._states.get(job_id)
+            if (state is not None and state.status in ("queued", "running")) or job_id in self._editing:
+                raise InvalidRequest("dub_busy", "the job is rendering now; stop it (DELETE) or wait until it is "
+                                     "done before changing its cues", job=job_id)
+            self._editing.add(job_id)
+        try:
+            yield DubProject.open(folder / "project")
+        finally:
+            with self._lock:
+                self._editing.discard(job_id)
+
     def stop(self, job_id: str) -> DubJobState:
         self._folder(job_id)
         with self._lock:
@@ -156,6 +209,9 @@ class DubJobs:
         state = DubJobState(job_id)
         cancel = threading.Event()
         with self._lock:
+            if job_id in self._editing:
+                raise InvalidRequest("dub_busy", "a cue of this job is being changed or rendered; try again when "
+                                     "that is done", job=job_id)
             self._states[job_id] = state
             self._cancels[job_id] = cancel
         threading.Thread(target=self._work, args=(job_id, options, cancel), name=f"dub-{job_id}",
@@ -203,3 +259,10 @@ class DubJobs:
         finally:
             with self._lock:
                 self._cancels.pop(job_id, None)
+
+
+def _cue(project: DubProject, number: int) -> DubCue:
+    if not 1 <= int(number) <= len(project.cues):
+        raise InvalidRequest("dub_cue_unknown", f"there is no cue {number}; the cues are numbered 1-"
+                             f"{len(project.cues)}", cue=number)
+    return project.cues[int(number) - 1]

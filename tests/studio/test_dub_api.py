@@ -54,6 +54,7 @@ def wait(client: TestClient, job_id: str, until=("done", "failed", "stopped"), s
     raise AssertionError(f"the job did not finish: {job}")
 
 
+@pytest.mark.slow
 def test_a_dub_job_runs_in_the_background_and_serves_its_files(video: Path, tmp_path: Path) -> None:
     client = client_for(tmp_path, DubFake())
     response = start(client, video, max_speed="1.25")
@@ -124,3 +125,34 @@ def test_refusals_in_the_api_shape(video: Path, tmp_path: Path, case, status, co
     assert response.status_code == status, response.text
     assert response.json()["error"]["code"] == code
     assert str(tmp_path) not in response.text
+
+
+@pytest.mark.slow
+def test_the_cue_table_is_edited_over_rest(video: Path, tmp_path: Path) -> None:
+    """Translate or fix a cue's words, regenerate a cue, pick its earlier take back, lock it; resume renders only the
+    edited cue and exports again. Changes are refused while the job renders."""
+    engine = DubFake()
+    client = client_for(tmp_path, engine)
+    job_id = start(client, video).json()["id"]
+    wait(client, job_id)
+    edited = client.patch(f"/v1/dubs/{job_id}/cues/3", json={"text": "好。"})
+    assert edited.status_code == 200 and edited.json()["cues"][2]["text"] == "好。"
+    again = client.post(f"/v1/dubs/{job_id}/cues/1/regenerate")
+    assert again.status_code == 200 and again.json()["cues"][0]["takes"] == 2
+    picked = client.patch(f"/v1/dubs/{job_id}/cues/1", json={"take": 1, "locked": True}).json()["cues"][0]
+    assert picked["locked"] is True
+    assert client.post(f"/v1/dubs/{job_id}/cues/1/regenerate").json()["error"]["code"] == "cue_locked"
+    asked = len(engine.requests)
+    engine.release.clear()
+    assert client.post(f"/v1/dubs/{job_id}/resume").status_code == 202
+    wait(client, job_id, until=("running",))
+    busy = client.patch(f"/v1/dubs/{job_id}/cues/2", json={"locked": True})
+    assert busy.status_code == 409 and busy.json()["error"]["code"] == "dub_busy"
+    engine.release.set()
+    job = wait(client, job_id)
+    assert job["status"] == "done" and [r.text for r in engine.requests[asked:]] == ["好。"]
+    assert parse(client.get(f"/v1/dubs/{job_id}/files/srt").text)[2].text.endswith("好。")
+    for body, code in (({"take": 9}, "take_unknown"), ({"mode": "sing"}, "dub_mode_unknown"),
+                       ({"fit": {"min_speed": 3}}, "dub_speed_range"), ({"text": " "}, "dub_cue_text_empty")):
+        assert client.patch(f"/v1/dubs/{job_id}/cues/2", json=body).json()["error"]["code"] == code
+    assert client.patch(f"/v1/dubs/{job_id}/cues/9", json={"locked": True}).status_code == 404
