@@ -66,6 +66,11 @@ def add_dub_parser(sub) -> None:
     lang.add_argument("--asr-model", default="auto", metavar="NAME", help="without --cues: the recogniser (auto: "
                       "a downloaded Whisper model, else pocketsphinx for English; see list-models)")
     lang.add_argument("--models-dir", type=Path, default=Path("pretrained_models"))
+    cues = p.add_argument_group("cues (numbered from 1, as printed)")
+    cues.add_argument("--regenerate", default="", metavar="N[,N]", help="a new take (a new seed) of these cues")
+    cues.add_argument("--take", action="append", default=[], metavar="N=K", help="pick take K of cue N (repeatable)")
+    cues.add_argument("--lock", default="", metavar="N[,N]", help="keep these cues' takes (no new take)")
+    cues.add_argument("--unlock", default="", metavar="N[,N]", help="let these cues render again")
     checks = p.add_argument_group("checks")
     checks.add_argument("--voices-dir", type=Path, default=Path("voices"))
     checks.add_argument("--glossary", default=None, metavar="FILE_OR_ID", help="pronunciation glossary")
@@ -87,7 +92,7 @@ def cmd_dub(args) -> int:
     from ..studio.dub import DubProject, DubSettings
     from ..studio.dub_cues import FitPolicy, guess_language, read_cues
     from ..studio.dub_media import probe
-    from ..studio.dub_render import export, render_dub
+    from ..studio.dub_render import export, render_cue, render_dub
     from .studio import read_json, read_text, read_voice_map
 
     out = Path(args.out)
@@ -134,9 +139,13 @@ def cmd_dub(args) -> int:
     if todo < total:
         progress.note(f"resuming {folder}: {total - todo} of {total} cues are rendered already; "
                       + (f"rendering the other {todo}" if todo else "nothing left to render"))
+    regenerate = _edit_cues(project, args)
     try:
         with retries_reported(progress):
-            render_dub(project, engine, speech, options, progress)
+            rendered = render_dub(project, engine, speech, options, progress)
+            for cue_id in regenerate:
+                if cue_id not in rendered:
+                    render_cue(project, cue_id, engine, speech, options, progress=progress)
     except KeyboardInterrupt:
         done = sum(1 for cue in DubProject.open(folder).cues if cue.take is not None)
         print(f"interrupted: {done} of {total} cues are rendered and saved in the project {folder}; run the same "
@@ -156,6 +165,33 @@ def cmd_dub(args) -> int:
     flagged = result.flagged
     print(f"dubbed {total} cues ({len(result.placed) - len(flagged)} fit, {len(flagged)} overrun); project {folder}")
     return 0
+
+
+def _edit_cues(project, args) -> list[str]:
+    """--unlock, --take, --lock (in that order, saved), and the ids of the cues --regenerate asks for."""
+
+    def numbers(value: str, flag: str) -> list[int]:
+        found = []
+        for part in str(value or "").split(","):
+            if not part.strip():
+                continue
+            if not part.strip().isdigit() or not 1 <= int(part) <= len(project.cues):
+                raise InvalidRequest("dub_cue_unknown", f"{flag} {part.strip()!r}: the cues are numbered 1-"
+                                     f"{len(project.cues)}", cue=part.strip())
+            found.append(int(part))
+        return found
+
+    for number in numbers(args.unlock, "--unlock"):
+        project.lock(project.cues[number - 1].id, False)
+    for pair in args.take:
+        cue, _, take = str(pair).partition("=")
+        if not take.strip().isdigit():
+            raise InvalidRequest("dub_take_flag", f"--take {pair!r}: write it as CUE=TAKE, e.g. --take 3=1")
+        project.choose(project.cues[numbers(cue, "--take")[0] - 1].id, int(take))
+    for number in numbers(args.lock, "--lock"):
+        project.lock(project.cues[number - 1].id, True)
+    project.save()
+    return [project.cues[number - 1].id for number in numbers(args.regenerate, "--regenerate")]
 
 
 def _transcribe(args, progress):

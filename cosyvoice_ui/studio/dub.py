@@ -257,7 +257,9 @@ class DubProject:
     def choose(self, cue_id: str, number: int) -> None:
         cue = self.cue(cue_id)
         if not any(t.number == number for t in cue.takes):
-            raise InvalidRequest("take_unknown", f"cue {cue_id} has no take {number}", take=number)
+            place = self.cues.index(cue) + 1
+            raise InvalidRequest("take_unknown", f"cue {place} has no take {number} (it has "
+                                 f"{len(cue.takes)})", take=number, cue=place)
         cue.chosen = number
 
     def lock(self, cue_id: str, locked: bool = True) -> None:

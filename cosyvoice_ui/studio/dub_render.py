@@ -84,13 +84,13 @@ def render_cue(project: DubProject, cue_id: str, engine: Engine, speech: SpeechJ
                cancel: threading.Event | None = None) -> None:
     """A new take of one cue (regenerate), chosen and saved; a locked cue refuses."""
     cue = project.cue(cue_id)
+    number = project.cues.index(cue) + 1
     if cue.locked:
-        raise InvalidRequest("cue_locked", f"cue {cue_id} is locked; unlock it to render a new take", cue=cue_id)
+        raise InvalidRequest("cue_locked", f"cue {number} is locked; unlock it to render a new take", cue=number)
     used = {take.seed for take in cue.takes}
     if seed is None:
         seed = _first_seed(project, cue) if not used else next(s for s in iter(lambda: secrets.randbits(31), None)
                                                                 if s not in used)
-    number = project.cues.index(cue) + 1
     job = _job(project, cue, number, engine, speech, replace(options or JobOptions(), loudness=None), int(seed))
     speech.resolver.ensure(engine, job.voice)
     _render(project, cue, engine, speech, job, progress, cancel)

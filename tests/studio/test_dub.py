@@ -365,3 +365,22 @@ def test_regenerate_pick_and_lock_a_cue_then_export_again(video: Path, tmp_path:
     spoken = parse((tmp_path / "out.srt").read_text(encoding="utf-8"))
     assert spoken[1].end - spoken[1].start == pytest.approx(first.seconds / 0.85, abs=0.002)
     assert spoken[2].text.endswith("好。") and len(result.placed) == 5
+
+
+@pytest.mark.slow
+def test_the_cli_regenerates_picks_and_locks_cues(fake, video: Path, tmp_path: Path, capsys) -> None:
+    assert _dub(tmp_path, video, srt_of()) == 0
+    engine = fake()
+    assert _dub(tmp_path, video, srt_of(), "--regenerate", "2", "--lock", "4") == 0
+    assert [r.text for r in engine.requests] == [LINES[1][4]]
+    state = json.loads((tmp_path / "out.mp4.dub" / "dub.json").read_text(encoding="utf-8"))
+    assert [len(c["takes"]) for c in state["cues"]] == [1, 2, 1, 1, 1] and state["cues"][1]["chosen"] == 2
+    assert state["cues"][3]["locked"] and capsys.readouterr()
+    engine = fake()
+    assert _dub(tmp_path, video, srt_of(), "--take", "2=1", "--regenerate", "4") == 2
+    assert "cue 4 is locked" in capsys.readouterr().err and engine.requests == []
+    assert _dub(tmp_path, video, srt_of(), "--take", "2=1", "--unlock", "4") == 0
+    state = json.loads((tmp_path / "out.mp4.dub" / "dub.json").read_text(encoding="utf-8"))
+    assert state["cues"][1]["chosen"] == 1 and not state["cues"][3]["locked"]
+    assert _dub(tmp_path, video, srt_of(), "--lock", "9") == 2
+    assert "--lock '9': the cues are numbered 1-5" in capsys.readouterr().err
