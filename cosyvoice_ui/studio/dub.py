@@ -297,9 +297,10 @@ class DubProject:
                                  speaker=cue.speaker)
         if cue.mode == "instruct" or cue.instruct.strip():
             if not cue.instruct.strip():
-                raise InvalidRequest("dub_instruct_missing", f"cue {cue.id} is in instruct mode without an "
+                place = self.cues.index(cue) + 1 if cue in self.cues else 0
+                raise InvalidRequest("dub_instruct_missing", f"cue {place} is in instruct mode without an "
                                      "instruction; write one (e.g. \"Speak softly.\") or set the mode to auto",
-                                     cue=cue.id)
+                                     cue=place)
             choice = replace(choice, instruct=cue.instruct.strip())
         return choice, sample
 

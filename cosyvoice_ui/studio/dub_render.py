@@ -117,8 +117,9 @@ def _render(project: DubProject, cue: DubCue, engine: Engine, speech: SpeechJobs
             progress: ProgressCallback | None, cancel: threading.Event | None) -> None:
     rendered = render_on(engine, job, speech.resolver, progress, cancel)
     if not len(rendered.samples):
-        raise InvalidRequest("take_empty", f"the model made no audio for cue {cue.id}; edit its text or render it "
-                             "again", cue=cue.id)
+        place = project.cues.index(cue) + 1
+        raise InvalidRequest("take_empty", f"the model made no audio for cue {place}; edit its text or render it "
+                             "again", cue=place)
     check = {"ok": all(r.check.ok for r in rendered.takes)} if rendered.takes else {}
     project.add_take(cue, rendered.samples, rendered.sample_rate, rendered.seed, project.take_key(cue, engine.info),
                      check)

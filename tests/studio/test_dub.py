@@ -384,3 +384,22 @@ def test_the_cli_regenerates_picks_and_locks_cues(fake, video: Path, tmp_path: P
     assert state["cues"][1]["chosen"] == 1 and not state["cues"][3]["locked"]
     assert _dub(tmp_path, video, srt_of(), "--lock", "9") == 2
     assert "--lock '9': the cues are numbered 1-5" in capsys.readouterr().err
+
+
+def test_an_instruct_cue_speaks_with_its_instruction(video: Path, tmp_path: Path) -> None:
+    from cosyvoice_ui.studio.dub import DubProject
+    from cosyvoice_ui.studio.dub_render import render_dub
+    from cosyvoice_ui.studio.voice_map import VoiceChoice
+    from cosyvoice_ui.testing.speech import speech_jobs
+
+    project = DubProject.create(tmp_path / "dub", video, read_cues(srt_of()))
+    for speaker in ("Alice", "Bob"):
+        project.set_voice(speaker, VoiceChoice("preset", "A"))
+    project.cue("c0002").mode = "instruct"
+    with pytest.raises(InvalidRequest, match="cue 2 is in instruct mode without an instruction"):
+        render_dub(project, DubFake(), speech_jobs(tmp_path))
+    project.cue("c0002").instruct = "Speak softly."
+    engine = DubFake()
+    render_dub(project, engine, speech_jobs(tmp_path))
+    assert [(r.mode, r.instruct_text) for r in engine.requests][:2] == [(Mode.SFT, ""), (Mode.INSTRUCT,
+                                                                                          "Speak softly.")]
