@@ -266,3 +266,48 @@ def _cue(project: DubProject, number: int) -> DubCue:
         raise InvalidRequest("dub_cue_unknown", f"there is no cue {number}; the cues are numbered 1-"
                              f"{len(project.cues)}", cue=number)
     return project.cues[int(number) - 1]
+
+
+def dub_here(workspace, media_path: Path, cues_path: Path, settings: DubSettings, options: JobOptions,
+             progress=None, cancel: threading.Event | None = None):
+    """The Dubbing tab's one run, in the caller's thread: the project `projects_dir/dubs/<media name>` (a second run
+    with the same media continues it: only new or edited cues render), rendered in a slot of the model queue and
+    exported as `dubbed.<ext>`, `dubbed.srt`, `dubbed.vtt` and `dubbed.wav` beside it. Returns (the export's
+    result, the dubbed file)."""
+    import shutil
+
+    from .dub_render import export, render_dub
+    from .workspace import folder_name
+
+    media_path, name = Path(media_path), folder_name(Path(media_path).stem) or "video"
+    suffix = media_path.suffix.lower() if media_path.suffix.lower() in MEDIA_SUFFIXES else ".mp4"
+    folder = workspace.root / "dubs" / name
+    cues = read_cues(_read_cues_file(cues_path))
+    if not settings.target_lang:
+        settings = replace(settings, target_lang=guess_language([cue.text for cue in cues]))
+    with workspace.busy(f"dubs/{name}"):
+        source = folder / f"source{suffix}"
+        if DubProject.exists(folder / "project") and source.is_file() and \
+                source.stat().st_size == media_path.stat().st_size:
+            project = DubProject.open(folder / "project")
+            project.update_cues(cues)
+            project.settings = settings
+        else:
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(media_path, source)
+            project = DubProject.create(folder / "project", source, cues, settings)
+        project.save()
+        with workspace.model_job(progress, cancel) as engine:
+            render_dub(project, engine, workspace.speech, options, progress, cancel)
+        out = DubJobs._output(folder, project)
+        result = export(project, out, folder / "dubbed.srt", folder / "dubbed.vtt", track=folder / "dubbed.wav")
+    return result, out
+
+
+def _read_cues_file(path: Path) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError):
+        raise InvalidRequest("dub_cues_unreadable", "the subtitle file cannot be read as UTF-8 text; save the SRT or "
+                             "WebVTT file as UTF-8") from None

@@ -173,7 +173,7 @@ class Workspace:
 
     def _records(self):
         for entry in entries_of(self.root):
-            if entry.name == folder_name(entry.name) and entry.is_dir() and entry.name != "books":
+            if entry.name == folder_name(entry.name) and entry.is_dir() and entry.name not in ("books", "dubs"):
                 yield entry.name, Path(entry.path) / PROJECT_FILE
 
     def projects(self) -> list[tuple[str, str]]:

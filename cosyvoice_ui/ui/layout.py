@@ -22,6 +22,7 @@ from .options import build_options
 from .page import Page, opening_tab
 from .saved_voices import SavedVoices
 from .studio.book_tab import build_book
+from .studio.dub_tab import build_dub
 from .studio.script_tab import build_script
 from .tabs.clone import build_clone
 from .tabs.controls import wire_page_close
@@ -62,6 +63,7 @@ def build_ui(manager: ModelManager, settings: Settings, output_dir: Path | None 
             convert = build_convert(page)
             script = build_script(page)
             book = build_book(page)
+            dub = build_dub(page)
             glossary = build_glossary(page)
             build_history(page)
         if page.saved.enabled:
@@ -70,7 +72,7 @@ def build_ui(manager: ModelManager, settings: Settings, output_dir: Path | None 
                             consent=clone.consent)
 
         # Each part says what it shows for the current model (`adapt`): one event updates them all.
-        parts = [notices, page.options, clone, cross, preset, convert, script, book, glossary]
+        parts = [notices, page.options, clone, cross, preset, convert, script, book, dub, glossary]
         info = manager.info()
         outputs = [component for part in parts for component in part.adapt(info, {})]
 

@@ -5,6 +5,12 @@ from __future__ import annotations
 
 MESSAGES: dict[str, str] = {
     # --- the pages, tabs and messages ---
+    "dub_inputs_missing": "请先上传视频及其字幕（目标语言的 SRT 或 WebVTT）。",
+    "dub_cues_overlap": "第 {cue} 条字幕与上一条重叠；请让字幕依次排列（合并或调整时间）。",
+    "dub_cue_outside": "第 {cue} 条字幕超出了视频长度（{duration} 秒）；这是这个视频的字幕吗？",
+    "dub_no_audio": "这个视频没有音轨，没有可配音的声音；请使用带原声的视频。",
+    "dub_media_unreadable": "无法读取这个视频或音频文件；请转换为 MP4、MKV、WAV 或 MP3 后重试。",
+    "dub_voice_too_short": "{speaker} 在视频中只说了 {seconds} 秒，复刻声音至少需要 3 秒；请为其选择已保存的声音或预设音色。",
     "prompt_missing": "未提供{what_zh}：请上传或录制一段 3-30 秒的清晰语音。",
     "prompt_too_short": "{what_zh}只有 {seconds} 秒有效声音；请至少录制 3 秒语音。",
     "prompt_too_long": "{what_zh}长 {seconds} 秒，超过 {max_seconds:.0f} 秒上限；请剪成一两句清晰的话。",

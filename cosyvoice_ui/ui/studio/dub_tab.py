@@ -1,0 +1,120 @@
+"""The Dubbing tab (issue 28): a video and its subtitles in the target language in, the same voices speaking them
+on cue out. Each speaker speaks in their own voice cut from the video; the fit settings say how a line is fitted to
+its cue. Outputs: the dubbed video (its video stream copied, the dub and the original as two tagged audio tracks),
+a preview player, the speech track, the adjusted SRT/VTT, and the cue table with each cue's fit or overrun.
+Running it again with the same video continues it: only new or edited cues render.
+
+The widgets live here; the work is `studio/dub_jobs.dub_here` over `studio/dub*.py`. Per-cue takes and locks are
+in the CLI (`dub --regenerate/--take/--lock`) and the REST routes (`/v1/dubs/{id}/cues/{n}`).
+"""
+
+# No `from __future__ import annotations`: Gradio finds `request: gr.Request` by its evaluated annotation.
+from dataclasses import dataclass, replace
+
+from ...errors import InvalidRequest
+from ...studio.dub import DubSettings
+from ...studio.dub_cues import FitPolicy
+from ...studio.dub_jobs import MEDIA_SUFFIXES, dub_here
+from ...types import EngineInfo
+from .. import strings
+from ..markup import MARKDOWN_OPTIONS
+from ..page import Page
+from .events import chosen_options, guarded, live, option_inputs, raise_shown, workspace_for
+
+
+@dataclass(frozen=True)
+class DubTab:
+    media: object
+    cues: object
+    start: object
+    stop: object
+    status: object
+    table: object
+    preview: object
+    outputs: object
+
+    def adapt(self, info: EngineInfo | None, data: dict) -> dict:
+        return {}  # nothing here depends on the model: every family clones cross-lingually or says why not
+
+
+def cue_rows(result, lang: str) -> list[list]:
+    """The cue table: start, end (as spoken), speaker, words, and the fit ("fits" or the overrun)."""
+    rows = []
+    for piece in result.placed:
+        fit = piece.fit
+        verdict = strings.label("dub_fit_overrun", lang).format(seconds=fit.overrun) if fit.flagged \
+            else strings.label("dub_fit_ok", lang)
+        rows.append([piece.number, round(piece.start, 3), round(piece.start + fit.placed, 3), piece.cue.speaker,
+                     piece.cue.text, f"{fit.speed:.2f}x · {verdict}"])
+    return rows
+
+
+def build_dub(page: Page) -> DubTab:
+    import gradio as gr
+
+    t = page.t
+    options = page.options
+    workspace = workspace_for(page)
+    with gr.Tab(t("tab_dub"), id="dub"):
+        with gr.Row():
+            media = gr.File(label=t("dub_media"), file_types=list(MEDIA_SUFFIXES), type="filepath")
+            cues = gr.File(label=t("dub_cues"), file_types=[".srt", ".vtt"], type="filepath")
+        with gr.Row():
+            source_lang = gr.Textbox(label=t("dub_source_lang"), max_lines=1, max_length=8)
+            target_lang = gr.Textbox(label=t("dub_target_lang"), max_lines=1, max_length=8)
+        with gr.Row():
+            min_speed = gr.Slider(0.5, 1.0, value=0.85, step=0.05, label=t("dub_min_speed"))
+            max_speed = gr.Slider(1.0, 2.0, value=1.2, step=0.05, label=t("dub_max_speed"))
+            overflow = gr.Checkbox(value=True, label=t("dub_overflow"))
+        with gr.Row():
+            original = gr.Radio(["duck", "replace"], value="duck", label=t("dub_original"))
+            duck_db = gr.Slider(0, 40, value=12, step=1, label=t("dub_duck_db"))
+        consent = gr.Checkbox(value=False, label=t("dub_consent"))
+        with gr.Row():
+            start = gr.Button(t("dub_start"), variant="primary")
+            stop = gr.Button(t("stop"), variant="stop")
+        status = gr.Markdown(elem_classes=["dub-status"], **MARKDOWN_OPTIONS)
+        table = gr.Dataframe(headers=["#", "start", "end", "speaker", "text", "fit"], label=t("dub_table"),
+                             interactive=False, wrap=True)
+        preview = gr.Video(label=t("dub_preview"), interactive=False)
+        outputs = gr.File(label=t("dub_outputs"), file_count="multiple", interactive=False)
+
+    def settings_of(data: dict, lang: str) -> DubSettings:
+        policy = guarded(lang, lambda: FitPolicy(float(data[min_speed]), float(data[max_speed]),
+                                                 bool(data[overflow])))
+        return guarded(lang, lambda: DubSettings(
+            source_lang=str(data[source_lang] or "").strip().lower() or "und",
+            target_lang=str(data[target_lang] or "").strip().lower(), policy=policy,
+            original=str(data[original] or "duck"), duck_db=float(data[duck_db])))
+
+    def start_dub(data: dict, request: gr.Request, progress=gr.Progress()):
+        lang = options.language(data)
+        if not data[media] or not data[cues]:
+            raise_shown(InvalidRequest("dub_inputs_missing", "upload the video and its subtitles (SRT or WebVTT in "
+                                       "the target language) first"), lang)
+        settings = settings_of(data, lang)
+        chosen = replace(chosen_options(page, data, request, "dub"), consent=bool(data[consent]))
+
+        def work(report, cancel):
+            return dub_here(workspace, data[media], data[cues], settings, chosen, report, cancel)
+
+        for kind, value in live(page, request, progress, lang, work):
+            if kind == "status":
+                yield gr.skip(), value, gr.skip(), gr.skip()
+            else:
+                result, out = value
+                files = [str(out), *(str(path) for path in result.files if path != out)]
+                done = strings.label("dub_done", lang).format(cues=len(result.placed), overrun=len(result.flagged))
+                yield files, done, cue_rows(result, lang), str(out)
+
+    def stop_dub(request: gr.Request) -> None:
+        page.handlers.stop(request)
+
+    private = dict(api_visibility="private")
+    job = dict(outputs=[outputs, status, table, preview], concurrency_limit=page.settings.concurrency,
+               concurrency_id="synthesis", **private)
+    inputs = {media, cues, source_lang, target_lang, min_speed, max_speed, overflow, original, duck_db, consent,
+              *option_inputs(page)}
+    starting = start.click(start_dub, inputs=inputs, **job)
+    stop.click(stop_dub, cancels=[starting], queue=False, **private)
+    return DubTab(media, cues, start, stop, status, table, preview, outputs)

@@ -1,0 +1,71 @@
+"""The Dubbing tab without a browser (a fake engine): the video and its subtitles in, the dubbed MP4 out (its video
+stream copied, the dub and the original as two tagged audio tracks), with the cue table, a preview and the files;
+a second run with the same video renders only the edited cue; a missing upload is refused in the user's words."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from tests.studio.dub_media_kit import LINES, make_video, srt_of, streams
+from tests.studio.test_dub import RATE, DubFake, source_track
+from tests.ui.test_studio_tabs import event, manager_of, values
+
+gr = pytest.importorskip("gradio")
+
+
+def build(engine: DubFake, tmp_path: Path):
+    from cosyvoice_ui.settings import Settings
+    from cosyvoice_ui.ui import strings
+    from cosyvoice_ui.ui.handlers import Handlers
+    from cosyvoice_ui.ui.options import build_options
+    from cosyvoice_ui.ui.page import Page
+    from cosyvoice_ui.ui.saved_voices import SavedVoices
+    from cosyvoice_ui.ui.studio.dub_tab import build_dub
+
+    manager = manager_of(engine)
+    settings = Settings(projects_dir=tmp_path / "projects")
+    t = strings.i18n()
+    with gr.Blocks() as demo:
+        page = Page(manager, settings, Handlers(manager, settings, tmp_path / "out"), t, True,
+                    build_options(manager, t), SavedVoices(None, t))
+        with gr.Tabs():
+            tab = build_dub(page)
+    return demo, tab
+
+
+@pytest.mark.slow
+def test_the_tab_dubs_a_video_and_continues_it(tmp_path: Path) -> None:
+    video = make_video(tmp_path / "talk.mp4", source_track(), RATE)
+    srt = tmp_path / "talk.zh.srt"
+    srt.write_text(srt_of(), encoding="utf-8")
+    engine = DubFake()
+    demo, tab = build(engine, tmp_path)
+    request = SimpleNamespace(session_hash="test", headers={})
+    start = event(demo, "start_dub")
+    steps = list(start.fn(values(start, by={tab.media: str(video), tab.cues: str(srt)}), request, None))
+    files, status, rows, preview = steps[-1]
+    assert status.startswith("Done: 5 cue(s) dubbed, 0 overrun")
+    assert [row[3] for row in rows] == ["Alice", "Bob", "Alice", "Bob", "Alice"]
+    assert [row[1] for row in rows] == [line[0] for line in LINES]
+    assert preview == files[0] and Path(preview).suffix == ".mp4"
+    got = streams(Path(preview))
+    assert [s["codec_type"] for s in got] == ["video", "audio", "audio"]
+    assert got[0]["codec_name"] == "h264" and [s["tags"]["language"] for s in got[1:]] == ["chi", "und"]
+    assert sorted(Path(f).suffix for f in files) == [".mp4", ".srt", ".vtt", ".wav"]
+    assert len(engine.requests) == 5
+
+    srt.write_text(srt_of().replace(LINES[1][4], "不太好。"), encoding="utf-8")
+    steps = list(start.fn(values(start, by={tab.media: str(video), tab.cues: str(srt)}), request, None))
+    assert [r.text for r in engine.requests[5:]] == ["不太好。"]  # only the edited cue
+    assert steps[-1][2][1][4] == "不太好。"
+
+
+def test_the_tab_asks_for_both_files(tmp_path: Path) -> None:
+    demo, tab = build(DubFake(), tmp_path)
+    start = event(demo, "start_dub")
+    with pytest.raises(gr.Error) as refused:
+        list(start.fn(values(start, by={tab.media: None}), SimpleNamespace(session_hash="t", headers={}), None))
+    assert "upload the video and its subtitles" in refused.value.message.lower()
