@@ -76,7 +76,7 @@ def build_dub(page: Page) -> DubTab:
         status = gr.Markdown(elem_classes=["dub-status"], **MARKDOWN_OPTIONS)
         table = gr.Dataframe(headers=["#", "start", "end", "speaker", "text", "fit"], label=t("dub_table"),
                              interactive=False, wrap=True)
-        preview = gr.Video(label=t("dub_preview"), interactive=False)
+        preview = gr.Video(label=t("dub_preview"), interactive=False, height=320)
         outputs = gr.File(label=t("dub_outputs"), file_count="multiple", interactive=False)
 
     def settings_of(data: dict, lang: str) -> DubSettings:
