@@ -91,11 +91,11 @@ def add_dub_parser(sub) -> None:
 def cmd_dub(args) -> int:
     from ..studio.dub import DubProject, DubSettings
     from ..studio.dub_cues import FitPolicy, guess_language, read_cues
-    from ..studio.dub_media import probe
+    from ..studio.dub_media import check_output, probe
     from ..studio.dub_render import export, render_cue, render_dub
     from .studio import read_json, read_text, read_voice_map
 
-    out = Path(args.out)
+    out = check_output(Path(args.out))
     probe(args.media)  # an unreadable video, or one without sound, is refused before anything else
     cues = read_cues(read_text(args.cues, "subtitle file")) if args.cues else None
     voice_map = read_json(args.voices, "voice map") if args.voices else None

@@ -37,7 +37,8 @@ log = logging.getLogger(__name__)
 
 MEDIA_SUFFIXES = (".mp4", ".mkv", ".mov", ".m4a", ".mp3", ".wav", ".flac", ".ogg", ".webm", ".avi")
 OUTPUT_SUFFIX = {".mkv": ".mkv", ".mov": ".mov", ".m4a": ".m4a", ".mp3": ".m4a", ".wav": ".m4a", ".flac": ".m4a",
-                 ".ogg": ".m4a"}  # what the dub is written as (the video copied: a container that holds it)
+                 ".ogg": ".m4a", ".webm": ".mkv", ".avi": ".mkv"}  # the dub's container: one that holds the copied
+# video (Matroska holds what WebM and AVI files carry) and AAC
 FILES = ("video", "srt", "vtt", "track")
 _ID = re.compile(r"^[0-9a-f]{16}$")
 

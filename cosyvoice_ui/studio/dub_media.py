@@ -212,6 +212,16 @@ def remux(source: Path, speech: Path, out: Path, spans: list[tuple[float, float]
         script.unlink(missing_ok=True)
 
 
+OUTPUT_FORMATS = {".mp4": "mp4", ".mkv": "matroska", ".mov": "mov", ".m4a": "ipod"}
+
+
+def check_output(out: Path) -> Path:
+    """`out` when its extension names a container the dub can be written in, else `InvalidRequest`."""
+    if Path(out).suffix.lower() not in OUTPUT_FORMATS:
+        raise InvalidRequest("dub_out_format", f"cannot write the dub as {Path(out).name!r}; name it .mp4, .mkv or "
+                             ".mov (a video: its stream is copied), or .m4a (audio only)", file=Path(out).name)
+    return Path(out)
+
+
 def _container(out: Path) -> str:
-    suffix = Path(out).suffix.lower()
-    return {".mkv": "matroska", ".mov": "mov", ".m4a": "ipod"}.get(suffix, "mp4")
+    return OUTPUT_FORMATS.get(Path(out).suffix.lower(), "mp4")

@@ -196,6 +196,7 @@ def silent_video(tmp_path_factory) -> Path:
     ("empty", "the subtitle file has no cues"),
     ("speed", "the speed range 1.1-1.2 is not allowed"),
     ("no_speech", "no speech was found in 'quiet.mp4' to transcribe into cues"),
+    ("out_format", "cannot write the dub as 'out.webm'; name it .mp4, .mkv or .mov"),
 ])
 def test_refusals_say_what_is_wrong_in_one_line(fake, video: Path, silent_video: Path, tmp_path: Path, capsys, case,
                                                 message) -> None:
@@ -213,7 +214,9 @@ def test_refusals_say_what_is_wrong_in_one_line(fake, video: Path, silent_video:
         srt = "nothing timed here\n"
     elif case == "speed":
         extra = ["--min-speed", "1.1"]
-    if case == "no_speech":
+    if case == "out_format":
+        code = main(["dub", str(media), "--cues", str(tmp_path / "none.srt"), "--out", str(tmp_path / "out.webm")])
+    elif case == "no_speech":
         quiet = make_video(tmp_path / "quiet.mp4", np.zeros(RATE), RATE, seconds=3.0)
         code = main(["dub", str(quiet), "--out", str(tmp_path / "out.mp4")])
     else:
