@@ -312,3 +312,30 @@ def _read_cues_file(path: Path) -> str:
     except (OSError, UnicodeDecodeError):
         raise InvalidRequest("dub_cues_unreadable", "the subtitle file cannot be read as UTF-8 text; save the SRT or "
                              "WebVTT file as UTF-8") from None
+
+
+def dub_cue_here(workspace, name: str, number: int, action: str, take: int | None, options: JobOptions,
+                 progress=None, cancel: threading.Event | None = None):
+    """The Dubbing tab's per-cue actions on the project of the video `name` (a folder under `projects_dir/dubs`):
+    "regenerate" (a new take with a new seed, in a slot of the model queue), "take" (pick take `take`), "lock" or
+    "unlock"; then the dub is exported again. Returns what `dub_here` returns."""
+    from .dub_render import export, render_cue
+    from .workspace import folder_name
+
+    folder = workspace.root / "dubs" / folder_name(str(name or ""))
+    if not name or not DubProject.exists(folder / "project"):
+        raise InvalidRequest("dub_project_missing", "dub a video first; the cue actions work on its cues")
+    with workspace.busy(f"dubs/{folder.name}"):
+        project = DubProject.open(folder / "project")
+        cue = _cue(project, int(number or 0))
+        if action == "regenerate":
+            with workspace.model_job(progress, cancel) as engine:
+                render_cue(project, cue.id, engine, workspace.speech, options, progress=progress, cancel=cancel)
+        elif action == "take":
+            project.choose(cue.id, int(take or 0))
+        elif action in ("lock", "unlock"):
+            project.lock(cue.id, action == "lock")
+        project.save()
+        out = DubJobs._output(folder, project)
+        result = export(project, out, folder / "dubbed.srt", folder / "dubbed.vtt", track=folder / "dubbed.wav")
+    return result, out

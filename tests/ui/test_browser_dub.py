@@ -55,6 +55,9 @@ def test_the_dubbing_tab_makes_a_dubbed_mp4(dub_app, browser, tmp_path: Path) ->
     page.wait_for_timeout(1500)  # the uploads finish
     page.get_by_role("button", name="Dub / Continue").click()
     page.locator(".dub-status").get_by_text("Done: 5 cue(s) dubbed", exact=False).wait_for(timeout=240_000)
+    page.locator("video").first.wait_for(timeout=30_000)
+    page.wait_for_function("() => { const v = document.querySelector('video'); return v && v.readyState >= 2; }",
+                           timeout=30_000)  # the preview's first frame is drawn
     page.screenshot(path=str(_shots_dir(tmp_path) / "tab_dub.png"), full_page=True)
     link = page.locator("a[download][href*='dubbed.mp4']").first
     dubbed = download(page, link, tmp_path)

@@ -1,6 +1,7 @@
 """The Dubbing tab without a browser (a fake engine): the video and its subtitles in, the dubbed MP4 out (its video
 stream copied, the dub and the original as two tagged audio tracks), with the cue table, a preview and the files;
-a second run with the same video renders only the edited cue; a missing upload is refused in the user's words."""
+a cue is regenerated, given its earlier take back, locked and unlocked; a second run with the same video renders
+only the edited cue; a missing upload is refused in the user's words."""
 
 from __future__ import annotations
 
@@ -46,7 +47,7 @@ def test_the_tab_dubs_a_video_and_continues_it(tmp_path: Path) -> None:
     request = SimpleNamespace(session_hash="test", headers={})
     start = event(demo, "start_dub")
     steps = list(start.fn(values(start, by={tab.media: str(video), tab.cues: str(srt)}), request, None))
-    files, status, rows, preview = steps[-1]
+    files, status, rows, preview, current = steps[-1]
     assert status.startswith("Done: 5 cue(s) dubbed, 0 overrun")
     assert [row[3] for row in rows] == ["Alice", "Bob", "Alice", "Bob", "Alice"]
     assert [row[1] for row in rows] == [line[0] for line in LINES]
@@ -57,9 +58,25 @@ def test_the_tab_dubs_a_video_and_continues_it(tmp_path: Path) -> None:
     assert sorted(Path(f).suffix for f in files) == [".mp4", ".srt", ".vtt", ".wav"]
     assert len(engine.requests) == 5
 
+    assert current == "talk" and [row[6] for row in rows] == ["1/1"] * 5
+
+    def act(name: str, cue: int, take: int = 1):
+        fn = event(demo, f"dub_cue_{name}")
+        by = {tab.current: current, tab.cue_number: cue, tab.take_number: take}
+        return list(fn.fn(values(fn, by=by), request, None))[-1][2]
+
+    assert act("regenerate", 2)[1][6] == "2/2"  # a new take, chosen
+    assert act("take", 2, take=1)[1][6] == "1/2"
+    assert act("lock", 2)[1][6] == "1/2 · locked"
+    with pytest.raises(gr.Error) as refused:
+        act("regenerate", 2)
+    assert "Cue 2 is locked" in refused.value.message
+    assert act("unlock", 2)[1][6] == "1/2"
+    assert len(engine.requests) == 6
+
     srt.write_text(srt_of().replace(LINES[1][4], "不太好。"), encoding="utf-8")
     steps = list(start.fn(values(start, by={tab.media: str(video), tab.cues: str(srt)}), request, None))
-    assert [r.text for r in engine.requests[5:]] == ["不太好。"]  # only the edited cue
+    assert [r.text for r in engine.requests[6:]] == ["不太好。"]  # only the edited cue
     assert steps[-1][2][1][4] == "不太好。"
 
 

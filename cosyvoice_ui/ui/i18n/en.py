@@ -376,6 +376,13 @@ LABELS: dict[str, str] = {
     "dub_done": "Done: {cues} cue(s) dubbed, {overrun} overrun (regenerate, reword or lock them).",
     "dub_fit_ok": "fits",
     "dub_fit_overrun": "overrun {seconds:.2f} s",
+    "dub_cue_number": "Cue #",
+    "dub_take_number": "Take #",
+    "dub_regenerate": "Regenerate (new seed)",
+    "dub_use_take": "Use this take",
+    "dub_lock": "Lock",
+    "dub_unlock": "Unlock",
+    "dub_locked": "locked",
     # the audiobook tab
     "book_file": "Book (EPUB, TXT or Markdown)",
     "book_chapters": "Chapters found",

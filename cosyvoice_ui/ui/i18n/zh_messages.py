@@ -5,6 +5,8 @@ from __future__ import annotations
 
 MESSAGES: dict[str, str] = {
     # --- the pages, tabs and messages ---
+    "dub_project_missing": "请先为视频配音；逐条操作作用于它的字幕条目。",
+    "cue_locked": "第 {cue} 条已锁定；解锁后才能生成新版本。",
     "dub_inputs_missing": "请先上传视频及其字幕（目标语言的 SRT 或 WebVTT）。",
     "dub_cues_overlap": "第 {cue} 条字幕与上一条重叠；请让字幕依次排列（合并或调整时间）。",
     "dub_cue_outside": "第 {cue} 条字幕超出了视频长度（{duration} 秒）；这是这个视频的字幕吗？",

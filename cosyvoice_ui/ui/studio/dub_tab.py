@@ -4,17 +4,19 @@ its cue. Outputs: the dubbed video (its video stream copied, the dub and the ori
 a preview player, the speech track, the adjusted SRT/VTT, and the cue table with each cue's fit or overrun.
 Running it again with the same video continues it: only new or edited cues render.
 
-The widgets live here; the work is `studio/dub_jobs.dub_here` over `studio/dub*.py`. Per-cue takes and locks are
-in the CLI (`dub --regenerate/--take/--lock`) and the REST routes (`/v1/dubs/{id}/cues/{n}`).
+Under the cue table a cue is regenerated (a new seed), given an earlier take back, locked or unlocked; the dub is
+exported again each time. The widgets live here; the work is `studio/dub_jobs.dub_here` and `dub_cue_here` over
+`studio/dub*.py`.
 """
 
 # No `from __future__ import annotations`: Gradio finds `request: gr.Request` by its evaluated annotation.
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from ...errors import InvalidRequest
 from ...studio.dub import DubSettings
 from ...studio.dub_cues import FitPolicy
-from ...studio.dub_jobs import MEDIA_SUFFIXES, dub_here
+from ...studio.dub_jobs import MEDIA_SUFFIXES, dub_cue_here, dub_here
 from ...types import EngineInfo
 from .. import strings
 from ..markup import MARKDOWN_OPTIONS
@@ -32,20 +34,32 @@ class DubTab:
     table: object
     preview: object
     outputs: object
+    current: object  # the dubbed video's project (its name), for the per-cue actions
+    cue_number: object
+    take_number: object
+    regenerate: object
+    use_take: object
+    lock: object
+    unlock: object
 
     def adapt(self, info: EngineInfo | None, data: dict) -> dict:
         return {}  # nothing here depends on the model: every family clones cross-lingually or says why not
 
 
+HEADERS = ["#", "start", "end", "speaker", "text", "fit", "take"]
+
+
 def cue_rows(result, lang: str) -> list[list]:
-    """The cue table: start, end (as spoken), speaker, words, and the fit ("fits" or the overrun)."""
+    """The cue table: start, end (as spoken), speaker, words, the fit ("fits" or the overrun), and the chosen take
+    of how many (and whether it is locked)."""
     rows = []
     for piece in result.placed:
-        fit = piece.fit
+        fit, cue = piece.fit, piece.cue
         verdict = strings.label("dub_fit_overrun", lang).format(seconds=fit.overrun) if fit.flagged \
             else strings.label("dub_fit_ok", lang)
-        rows.append([piece.number, round(piece.start, 3), round(piece.start + fit.placed, 3), piece.cue.speaker,
-                     piece.cue.text, f"{fit.speed:.2f}x · {verdict}"])
+        take = f"{cue.chosen}/{len(cue.takes)}" + (f" · {strings.label('dub_locked', lang)}" if cue.locked else "")
+        rows.append([piece.number, round(piece.start, 3), round(piece.start + fit.placed, 3), cue.speaker, cue.text,
+                     f"{fit.speed:.2f}x · {verdict}", take])
     return rows
 
 
@@ -74,8 +88,16 @@ def build_dub(page: Page) -> DubTab:
             start = gr.Button(t("dub_start"), variant="primary")
             stop = gr.Button(t("stop"), variant="stop")
         status = gr.Markdown(elem_classes=["dub-status"], **MARKDOWN_OPTIONS)
-        table = gr.Dataframe(headers=["#", "start", "end", "speaker", "text", "fit"], label=t("dub_table"),
-                             interactive=False, wrap=True)
+        table = gr.Dataframe(headers=HEADERS, label=t("dub_table"), interactive=False, wrap=True)
+        with gr.Row():
+            cue_number = gr.Number(label=t("dub_cue_number"), value=1, precision=0, minimum=1, min_width=120)
+            take_number = gr.Number(label=t("dub_take_number"), value=1, precision=0, minimum=1, min_width=120)
+        with gr.Row():
+            regenerate = gr.Button(t("dub_regenerate"), size="sm")
+            use_take = gr.Button(t("dub_use_take"), size="sm")
+            lock = gr.Button(t("dub_lock"), size="sm")
+            unlock = gr.Button(t("dub_unlock"), size="sm")
+        current = gr.State("")
         preview = gr.Video(label=t("dub_preview"), interactive=False, height=320)
         outputs = gr.File(label=t("dub_outputs"), file_count="multiple", interactive=False)
 
@@ -98,23 +120,45 @@ def build_dub(page: Page) -> DubTab:
         def work(report, cancel):
             return dub_here(workspace, data[media], data[cues], settings, chosen, report, cancel)
 
-        for kind, value in live(page, request, progress, lang, work):
+        yield from shown(live(page, request, progress, lang, work), lang, Path(str(data[media])).stem)
+
+    def shown(steps, lang: str, name: str):
+        """The job's status lines as they come, then the files, the cue table, the preview and the project."""
+        for kind, value in steps:
             if kind == "status":
-                yield gr.skip(), value, gr.skip(), gr.skip()
+                yield gr.skip(), value, gr.skip(), gr.skip(), gr.skip()
             else:
                 result, out = value
                 files = [str(out), *(str(path) for path in result.files if path != out)]
                 done = strings.label("dub_done", lang).format(cues=len(result.placed), overrun=len(result.flagged))
-                yield files, done, cue_rows(result, lang), str(out)
+                yield files, done, cue_rows(result, lang), str(out), name
+
+    def on_cue(action: str):
+        def act(data: dict, request: gr.Request, progress=gr.Progress()):
+            lang = options.language(data)
+            chosen = chosen_options(page, data, request, "dub")
+
+            def work(report, cancel):
+                return dub_cue_here(workspace, data[current], data[cue_number], action, data[take_number], chosen,
+                                    report, cancel)
+
+            yield from shown(live(page, request, progress, lang, work), lang, data[current])
+
+        act.__name__ = f"dub_cue_{action}"
+        return act
 
     def stop_dub(request: gr.Request) -> None:
         page.handlers.stop(request)
 
     private = dict(api_visibility="private")
-    job = dict(outputs=[outputs, status, table, preview], concurrency_limit=page.settings.concurrency,
+    job = dict(outputs=[outputs, status, table, preview, current], concurrency_limit=page.settings.concurrency,
                concurrency_id="synthesis", **private)
     inputs = {media, cues, source_lang, target_lang, min_speed, max_speed, overflow, original, duck_db, consent,
               *option_inputs(page)}
-    starting = start.click(start_dub, inputs=inputs, **job)
-    stop.click(stop_dub, cancels=[starting], queue=False, **private)
-    return DubTab(media, cues, start, stop, status, table, preview, outputs)
+    running = [start.click(start_dub, inputs=inputs, **job)]
+    for button, action in ((regenerate, "regenerate"), (use_take, "take"), (lock, "lock"), (unlock, "unlock")):
+        running.append(button.click(on_cue(action), inputs={current, cue_number, take_number, *option_inputs(page)},
+                                    **job))
+    stop.click(stop_dub, cancels=running, queue=False, **private)
+    return DubTab(media, cues, start, stop, status, table, preview, outputs, current, cue_number, take_number,
+                  regenerate, use_take, lock, unlock)
