@@ -23,6 +23,8 @@ EXCLUDED_FOLDERS = ("testing/",)
 OWN_RATES = {
     ("offline/kokoro.py", "SAMPLE_RATE"),  # Kokoro-82M, the offline backend, speaks at 24 kHz
     ("offline/fallback.py", "ESPEAK_RATE"),  # espeak-ng's output rate, the offline fallback's
+    ("serving/watermarking.py", "CHECK_RATE"),  # the rate the watermark check has ffmpeg decode files to
+    ("studio/dub.py", "VOICE_RATE"),  # the rate a dub cuts a speaker's voice from the source at
 }
 FAMILY_NAMES = {"v1", "v2", "v3"}
 YAML_NAME = re.compile(r"\bcosyvoice[23]?\.yaml\b")

@@ -124,12 +124,12 @@ def test_audio_saved_as_a_voice(ui, case: AudioCase) -> None:
     data = values(fn, prompt_audio=upload(ui, case), prompt_text="hello", voice_name=f"ui {case.id}")
     before = set(ui.library.ids())
     if case.expect is None:
-        fn.fn(data)
+        fn.fn(data, None)  # no gr.Request: a handler called directly, as on loopback
         added = set(ui.library.ids()) - before
         assert len(added) == 1 and delete_voice(ui.manager, ui.library, added.pop())
     else:
         with pytest.raises(gr.Error) as stopped:
-            fn.fn(data)
+            fn.fn(data, None)
         assert all(w.lower() in stopped.value.message.lower() for w in case.expect.words), stopped.value.message
         check_clean(stopped.value.message, str(ui.work))
         assert set(ui.library.ids()) == before, "a refused recording left a voice behind"
@@ -261,7 +261,7 @@ def test_a_blank_voice_name_is_refused(ui) -> None:
                 ui=ui)
     fn = event(ui, "save", "prompt_audio", "voice_name")
     with pytest.raises(gr.Error) as stopped:
-        fn.fn(values(fn, prompt_audio=path, voice_name="  "))
+        fn.fn(values(fn, prompt_audio=path, voice_name="  "), None)
     check_clean(stopped.value.message, str(ui.work))
     assert "name" in stopped.value.message.lower()
     assert_still_serving(ui)
