@@ -18,7 +18,7 @@ from cosyvoice_ui.cosyvoice.checkpoint import _mapped_ranges, mapped_pages_dropp
 from cosyvoice_ui.cosyvoice.prepared import ENABLED_ENV, FOLDER_NAME, cache_dir_for
 from cosyvoice_ui.testing.signals import voice_clip
 
-REQUEST = SynthesisRequest(Mode.ZERO_SHOT, text="One prepared copy, the same voice.", prompt_audio=voice_clip(3.0),
+REQUEST = SynthesisRequest(Mode.ZERO_SHOT, text="Same voice.", prompt_audio=voice_clip(3.0),
                            prompt_text="A prompt transcript.", seed=7)
 
 
