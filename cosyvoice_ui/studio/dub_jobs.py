@@ -315,10 +315,11 @@ def _read_cues_file(path: Path) -> str:
 
 
 def dub_cue_here(workspace, name: str, number: int, action: str, take: int | None, options: JobOptions,
-                 progress=None, cancel: threading.Event | None = None):
+                 progress=None, cancel: threading.Event | None = None, text: str | None = None):
     """The Dubbing tab's per-cue actions on the project of the video `name` (a folder under `projects_dir/dubs`):
-    "regenerate" (a new take with a new seed, in a slot of the model queue), "take" (pick take `take`), "lock" or
-    "unlock"; then the dub is exported again. Returns what `dub_here` returns."""
+    "regenerate" (a new take with a new seed, in a slot of the model queue), "text" (new words for the cue, e.g.
+    its translation fixed, then a new take of them), "take" (pick take `take`), "lock" or "unlock"; then the dub is
+    exported again. Returns what `dub_here` returns."""
     from .dub_render import export, render_cue
     from .workspace import folder_name
 
@@ -328,6 +329,16 @@ def dub_cue_here(workspace, name: str, number: int, action: str, take: int | Non
     with workspace.busy(f"dubs/{folder.name}"):
         project = DubProject.open(folder / "project")
         cue = _cue(project, int(number or 0))
+        if action == "text":
+            words = clean_text(str(text or "")).strip()
+            if not words:
+                raise InvalidRequest("dub_cue_text_empty", f"cue {number} needs words to speak: type its new text",
+                                     cue=number)
+            if cue.locked:
+                raise InvalidRequest("cue_locked", f"cue {number} is locked; unlock it to change its words",
+                                     cue=number)
+            cue.text = words
+            action = "regenerate"
         if action == "regenerate":
             with workspace.model_job(progress, cancel) as engine:
                 render_cue(project, cue.id, engine, workspace.speech, options, progress=progress, cancel=cancel)

@@ -60,9 +60,9 @@ def test_the_tab_dubs_a_video_and_continues_it(tmp_path: Path) -> None:
 
     assert current == "talk" and [row[6] for row in rows] == ["1/1"] * 5
 
-    def act(name: str, cue: int, take: int = 1):
+    def act(name: str, cue: int, take: int = 1, text: str = ""):
         fn = event(demo, f"dub_cue_{name}")
-        by = {tab.current: current, tab.cue_number: cue, tab.take_number: take}
+        by = {tab.current: current, tab.cue_number: cue, tab.take_number: take, tab.cue_text: text}
         return list(fn.fn(values(fn, by=by), request, None))[-1][2]
 
     assert act("regenerate", 2)[1][6] == "2/2"  # a new take, chosen
@@ -73,10 +73,16 @@ def test_the_tab_dubs_a_video_and_continues_it(tmp_path: Path) -> None:
     assert "Cue 2 is locked" in refused.value.message
     assert act("unlock", 2)[1][6] == "1/2"
     assert len(engine.requests) == 6
+    rows = act("text", 4, text="换个说法。")  # the translation of cue 4 fixed in the tab
+    assert rows[3][4] == "换个说法。" and rows[3][6] == "2/2" and engine.requests[-1].text == "换个说法。"
+    with pytest.raises(gr.Error) as empty:
+        act("text", 4, text="   ")
+    assert "needs words" in empty.value.message
+    assert len(engine.requests) == 7
 
     srt.write_text(srt_of().replace(LINES[1][4], "不太好。"), encoding="utf-8")
     steps = list(start.fn(values(start, by={tab.media: str(video), tab.cues: str(srt)}), request, None))
-    assert [r.text for r in engine.requests[6:]] == ["不太好。"]  # only the edited cue
+    assert [r.text for r in engine.requests[7:]] == ["不太好。", LINES[3][4]]  # the edited cues only
     assert steps[-1][2][1][4] == "不太好。"
 
 

@@ -382,6 +382,8 @@ LABELS: dict[str, str] = {
     "dub_use_take": "Use this take",
     "dub_lock": "Lock",
     "dub_unlock": "Unlock",
+    "dub_cue_text": "New words for this cue (its translation, fixed)",
+    "dub_change_text": "Change the words and regenerate",
     "dub_locked": "locked",
     # the audiobook tab
     "book_file": "Book (EPUB, TXT or Markdown)",

@@ -341,6 +341,8 @@ LABELS: dict[str, str] = {
     "dub_use_take": "使用此版本",
     "dub_lock": "锁定",
     "dub_unlock": "解锁",
+    "dub_cue_text": "这条字幕的新文字（修改后的译文）",
+    "dub_change_text": "修改文字并重新生成",
     "dub_locked": "已锁定",
     "book_file": "书籍（EPUB、TXT 或 Markdown）",
     "book_chapters": "找到的章节",

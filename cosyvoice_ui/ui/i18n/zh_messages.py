@@ -6,6 +6,7 @@ from __future__ import annotations
 MESSAGES: dict[str, str] = {
     # --- the pages, tabs and messages ---
     "dub_project_missing": "请先为视频配音；逐条操作作用于它的字幕条目。",
+    "dub_cue_text_empty": "第 {cue} 条需要要说的文字；请输入新的文字。",
     "cue_locked": "第 {cue} 条已锁定；解锁后才能生成新版本。",
     "dub_inputs_missing": "请先上传视频及其字幕（目标语言的 SRT 或 WebVTT）。",
     "dub_cues_overlap": "第 {cue} 条字幕与上一条重叠；请让字幕依次排列（合并或调整时间）。",

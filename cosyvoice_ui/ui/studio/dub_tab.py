@@ -41,6 +41,8 @@ class DubTab:
     use_take: object
     lock: object
     unlock: object
+    cue_text: object  # new words for the cue numbered in cue_number (a translation fixed here)
+    change_text: object
 
     def adapt(self, info: EngineInfo | None, data: dict) -> dict:
         return {}  # nothing here depends on the model: every family clones cross-lingually or says why not
@@ -93,6 +95,9 @@ def build_dub(page: Page) -> DubTab:
             cue_number = gr.Number(label=t("dub_cue_number"), value=1, precision=0, minimum=1, min_width=120)
             take_number = gr.Number(label=t("dub_take_number"), value=1, precision=0, minimum=1, min_width=120)
         with gr.Row():
+            cue_text = gr.Textbox(label=t("dub_cue_text"), max_lines=3, max_length=2000, scale=4)
+            change_text = gr.Button(t("dub_change_text"), size="sm", scale=1)
+        with gr.Row():
             regenerate = gr.Button(t("dub_regenerate"), size="sm")
             use_take = gr.Button(t("dub_use_take"), size="sm")
             lock = gr.Button(t("dub_lock"), size="sm")
@@ -140,7 +145,7 @@ def build_dub(page: Page) -> DubTab:
 
             def work(report, cancel):
                 return dub_cue_here(workspace, data[current], data[cue_number], action, data[take_number], chosen,
-                                    report, cancel)
+                                    report, cancel, text=data[cue_text])
 
             yield from shown(live(page, request, progress, lang, work), lang, data[current])
 
@@ -156,9 +161,10 @@ def build_dub(page: Page) -> DubTab:
     inputs = {media, cues, source_lang, target_lang, min_speed, max_speed, overflow, original, duck_db, consent,
               *option_inputs(page)}
     running = [start.click(start_dub, inputs=inputs, **job)]
-    for button, action in ((regenerate, "regenerate"), (use_take, "take"), (lock, "lock"), (unlock, "unlock")):
-        running.append(button.click(on_cue(action), inputs={current, cue_number, take_number, *option_inputs(page)},
-                                    **job))
+    for button, action in ((regenerate, "regenerate"), (use_take, "take"), (lock, "lock"), (unlock, "unlock"),
+                           (change_text, "text")):
+        running.append(button.click(on_cue(action), inputs={current, cue_number, take_number, cue_text,
+                                                            *option_inputs(page)}, **job))
     stop.click(stop_dub, cancels=running, queue=False, **private)
     return DubTab(media, cues, start, stop, status, table, preview, outputs, current, cue_number, take_number,
-                  regenerate, use_take, lock, unlock)
+                  regenerate, use_take, lock, unlock, cue_text, change_text)
