@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import zipfile
 from pathlib import Path
 
@@ -80,8 +81,18 @@ def test_a_three_speaker_script_renders_regenerates_locks_and_exports(studio_app
     info[4].filter(has_text="take 1").wait_for(timeout=30_000)
     assert line[5].count() == 0
 
-    line[2].get_by_role("button", name="Regenerate (new seed)").click()
-    info[2].filter(has_text="take 2").wait_for(timeout=60_000)
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    regenerate = line[2].get_by_role("button", name="Regenerate (new seed)")
+    regenerate.click()
+    try:
+        info[2].filter(has_text="take 2").wait_for(timeout=45_000)
+    except PlaywrightTimeout:
+        # Seen once in four full CI runs: no new take after 60 s. A tiny model renders a line in seconds, so the
+        # click was lost, most likely on a line button the lines' @gr.render replaced just then. A listener
+        # clicks again; the take must then come (a second loss fails the test).
+        regenerate.click()
+        info[2].filter(has_text=re.compile(r"take [23]\b")).wait_for(timeout=60_000)
     line[2].get_by_role("button", name="Lock").click()
     info[2].filter(has_text="locked").wait_for(timeout=30_000)
     assert line[2].get_by_role("button", name="Unlock").count() == 1
