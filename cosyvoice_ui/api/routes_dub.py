@@ -7,9 +7,11 @@
     GET    /v1/dubs/{id}              the job: status, progress, and the cue table with each cue's fit and overrun
     GET    /v1/dubs/{id}/files/{name} video (the video stream copied, the dub and the original as tagged tracks),
                                       srt and vtt (the times actually spoken), track (the speech alone, WAV)
-    PATCH  /v1/dubs/{id}/cues/{n}     change cue n: text, locked, take (pick one), mode, instruct, fit
+    PATCH  /v1/dubs/{id}/cues/{n}     change cue n: text, locked, take (pick one), mode, instruct, fit (added to the
+                                      cue's own fit; null: the project's again; resume fits it anew, no new take)
     POST   /v1/dubs/{id}/cues/{n}/regenerate   a new take of cue n (a new seed), chosen
-    POST   /v1/dubs/{id}/resume       render what is missing (a stopped job, edited cues) and export again
+    POST   /v1/dubs/{id}/resume       render what is missing (a stopped or failed job, one a restart of the server
+                                      interrupted, edited cues) and export again
     DELETE /v1/dubs/{id}              stop it (what was rendered is kept)
 
 Guarded like every other route (API key, rate limit, the upload cap on the whole body). A voice cut from the
@@ -49,7 +51,8 @@ def job_record(request: Request, job_id: str) -> dict:
     state = jobs.status(job_id)
     project = jobs.project(job_id)
     cues = [{"number": number, "start": cue.start, "end": cue.end, "speaker": cue.speaker, "text": cue.text,
-             "mode": cue.mode, "locked": cue.locked, "takes": len(cue.takes), "fit": cue.fit_result}
+             "mode": cue.mode, "locked": cue.locked, "takes": len(cue.takes), "fit": cue.fit_result,
+             "own_fit": cue.fit}
             for number, cue in enumerate(project.cues, start=1)]
     return {"id": state.id, "object": "dub", "status": state.status, "progress": round(state.fraction, 4),
             "message": state.message, "code": state.code, "params": state.params, "error": state.error,
@@ -101,7 +104,7 @@ def get_dub_file(job_id: str, name: str, request: Request):
 
 
 @dub_routes.post("/v1/dubs/{job_id}/resume", status_code=202, response_model=DubJobRecord, responses=JOB_ERRORS,
-                 summary="Start a stopped or failed dubbing job again (only the missing cues render)")
+                 summary="Start a stopped, failed or interrupted dubbing job again (only the missing cues render)")
 def resume_dub(job_id: str, request: Request, consent: bool = False):
     from ..serving.jobs import JobOptions
 

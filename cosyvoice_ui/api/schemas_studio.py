@@ -156,12 +156,15 @@ class DubCueRecord(BaseModel):
     takes: int
     fit: dict | None = Field(None, description="the last export's fit: speed, seconds (spoken), overflow (into the "
                              "gap), overrun (past the next cue: flagged)")
+    own_fit: dict | None = Field(None, description="the cue's own fit policy (min_speed, max_speed, overflow: the "
+                                 "fields it sets over the project's), or null")
 
 
 class DubJobRecord(BaseModel):
     id: str
     object: str = "dub"
-    status: str = Field(description="queued, running, done, failed or stopped")
+    status: str = Field(description="queued, running, done, failed, stopped, or interrupted (a restart of the server "
+                        "stopped it: params say how many cues are rendered; resume continues it)")
     progress: float
     message: str = ""
     code: str = ""
@@ -181,4 +184,6 @@ class DubCueEdit(BaseModel):
     take: int | None = Field(None, ge=1, description="pick one of the cue's takes (1 = its first)")
     mode: str | None = Field(None, description="auto, cross_lingual, zero_shot or instruct")
     instruct: str | None = Field(None, max_length=500, description="a style instruction (instruct mode)")
-    fit: dict | None = Field(None, description="this cue's own fit policy: min_speed, max_speed, overflow")
+    fit: dict | None = Field(None, description="this cue's own fit policy: some of min_speed, max_speed, overflow, "
+                             "added to what it set before (a field set to null drops it); null: the project's fit "
+                             "again. Resume fits the cue anew without a new take")

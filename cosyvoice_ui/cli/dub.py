@@ -26,6 +26,8 @@ DUB_EXAMPLES = """examples:
 The fit of each cue: its take is played faster or slower within --min-speed..--max-speed (pitch kept), then
 padded with silence, then allowed to run into the gap before the next cue (unless --no-overflow); a cue that still
 does not fit is reported with its overrun in seconds (and cut at the next cue's start until it is redone).
+A cue can have its own fit (--fit 4 --fit-speed 0.85-1.4 --fit-overflow off; --fit-clear 4 gives it the
+project's again): its take is fitted anew, nothing is rendered again.
 """
 
 
@@ -71,6 +73,13 @@ def add_dub_parser(sub) -> None:
     cues.add_argument("--take", action="append", default=[], metavar="N=K", help="pick take K of cue N (repeatable)")
     cues.add_argument("--lock", default="", metavar="N[,N]", help="keep these cues' takes (no new take)")
     cues.add_argument("--unlock", default="", metavar="N[,N]", help="let these cues render again")
+    cues.add_argument("--fit", default="", metavar="N[,N]", help="give these cues their own fit: --fit-speed and/or "
+                      "--fit-overflow (what they leave out stays the project's); nothing is rendered again")
+    cues.add_argument("--fit-speed", default=None, metavar="MIN-MAX", help="the speed range of the --fit cues, "
+                      "e.g. 0.9-1.3")
+    cues.add_argument("--fit-overflow", choices=["on", "off"], default=None, help="whether the --fit cues may run "
+                      "into the gap after them")
+    cues.add_argument("--fit-clear", default="", metavar="N[,N]", help="these cues follow the project's fit again")
     checks = p.add_argument_group("checks")
     checks.add_argument("--voices-dir", type=Path, default=Path("voices"))
     checks.add_argument("--glossary", default=None, metavar="FILE_OR_ID", help="pronunciation glossary")
@@ -96,6 +105,7 @@ def cmd_dub(args) -> int:
     from .studio import read_json, read_text, read_voice_map
 
     out = check_output(Path(args.out))
+    fit_changes = _fit_flags(args)  # a mistyped flag is refused before any work
     probe(args.media)  # an unreadable video, or one without sound, is refused before anything else
     cues = read_cues(read_text(args.cues, "subtitle file")) if args.cues else None
     voice_map = read_json(args.voices, "voice map") if args.voices else None
@@ -139,7 +149,7 @@ def cmd_dub(args) -> int:
     if todo < total:
         progress.note(f"resuming {folder}: {total - todo} of {total} cues are rendered already; "
                       + (f"rendering the other {todo}" if todo else "nothing left to render"))
-    regenerate = _edit_cues(project, args)
+    regenerate = _edit_cues(project, args, fit_changes)
     try:
         with retries_reported(progress):
             rendered = render_dub(project, engine, speech, options, progress)
@@ -158,7 +168,8 @@ def cmd_dub(args) -> int:
         print(f"wrote {path}")
     for piece in result.placed:
         fitted = piece.fit
-        how = f"speed {fitted.speed:.2f}" + (f", {fitted.overflow:.2f} s into the gap" if fitted.overflow else "")
+        how = f"speed {fitted.speed:.2f}" + (f", {fitted.overflow:.2f} s into the gap" if fitted.overflow else "") \
+            + (", its own fit" if piece.cue.fit else "")
         flag = f"  OVERRUN {fitted.overrun:.2f} s (cut there): reword or regenerate it" if fitted.flagged else ""
         print(f"cue {piece.number:>3} {piece.cue.speaker}: {piece.start:.2f}-{piece.start + fitted.placed:.2f} s "
               f"({how}){flag}")
@@ -167,8 +178,37 @@ def cmd_dub(args) -> int:
     return 0
 
 
-def _edit_cues(project, args) -> list[str]:
-    """--unlock, --take, --lock (in that order, saved), and the ids of the cues --regenerate asks for."""
+def _fit_flags(args) -> dict | None:
+    """What --fit-speed and --fit-overflow set for the --fit cues (None without --fit), or a refusal that says how
+    to write them."""
+    given = args.fit_speed is not None or args.fit_overflow is not None
+    if not str(args.fit or "").strip():
+        if given:
+            raise InvalidRequest("dub_fit_flag", "--fit-speed and --fit-overflow need the cues they apply to: add "
+                                 "--fit N[,N], e.g. --fit 4 --fit-speed 0.9-1.3")
+        return None
+    if not given:
+        raise InvalidRequest("dub_fit_flag", f"--fit {args.fit} needs what to change: --fit-speed MIN-MAX (e.g. "
+                             "0.9-1.3) and/or --fit-overflow on|off")
+    changes = {}
+    if args.fit_speed is not None:
+        low, dash, high = str(args.fit_speed).strip().partition("-")
+        try:
+            if not dash:
+                raise ValueError
+            changes.update(min_speed=float(low), max_speed=float(high))
+        except ValueError:
+            raise InvalidRequest("dub_fit_flag", f"--fit-speed {str(args.fit_speed)[:20]!r}: write the range as "
+                                 "MIN-MAX, e.g. --fit-speed 0.9-1.3") from None
+    if args.fit_overflow is not None:
+        changes["overflow"] = args.fit_overflow == "on"
+    return changes
+
+
+def _edit_cues(project, args, fit_changes: dict | None = None) -> list[str]:
+    """--unlock, --take, --lock, --fit-clear, --fit (in that order, saved), and the ids of the cues --regenerate
+    asks for."""
+    from ..studio.dub_cues import own_fit
 
     def numbers(value: str, flag: str) -> list[int]:
         found = []
@@ -190,6 +230,11 @@ def _edit_cues(project, args) -> list[str]:
         project.choose(project.cues[numbers(cue, "--take")[0] - 1].id, int(take))
     for number in numbers(args.lock, "--lock"):
         project.lock(project.cues[number - 1].id, True)
+    for number in numbers(args.fit_clear, "--fit-clear"):
+        project.cues[number - 1].fit = None
+    for number in numbers(args.fit, "--fit"):  # added to what the cue set before
+        cue = project.cues[number - 1]
+        cue.fit = own_fit(project.settings.policy, cue.fit, fit_changes, number)
     project.save()
     return [project.cues[number - 1].id for number in numbers(args.regenerate, "--regenerate")]
 

@@ -63,6 +63,49 @@ class FitPolicy:
                    bool(data.get("overflow", base.overflow)))
 
 
+FIT_FIELDS = ("min_speed", "max_speed", "overflow")
+
+
+def cue_policy(project: FitPolicy, own: dict | None) -> FitPolicy:
+    """The policy a cue is fitted with: the project's, with the fields of the cue's own fit (`DubCue.fit`) over it."""
+    return FitPolicy.from_dict({**asdict(project), **(own or {})})
+
+
+def own_fit(project: FitPolicy, current: dict | None, changes: dict | None, cue: int = 0) -> dict | None:
+    """A cue's own fit after `changes` (some of min_speed, max_speed, overflow; None clears it, so the cue follows
+    the project's again). Only the fields the cue sets are kept: the project's others still apply to it, and a
+    later change of the project's reaches them. Checked as the cue will be fitted (`cue`: its number, for the
+    message)."""
+    if changes is None:
+        return None
+    if not isinstance(changes, dict):
+        raise InvalidRequest("dub_fit_invalid", f"cue {cue}'s fit must be an object of min_speed, max_speed and "
+                             "overflow (or null for the project's fit)", cue=cue)
+    unknown = sorted(str(key) for key in changes if key not in FIT_FIELDS)
+    if unknown:
+        raise InvalidRequest("dub_fit_invalid", f"cue {cue}'s fit has no setting {unknown[0][:40]!r}; set "
+                             "min_speed, max_speed or overflow", cue=cue, field=unknown[0][:40])
+    own = dict(current or {})
+    for key, value in changes.items():
+        if value is None:
+            own.pop(key, None)
+        elif key == "overflow":
+            if not isinstance(value, bool):
+                raise InvalidRequest("dub_fit_invalid", f"cue {cue}'s overflow must be true or false", cue=cue,
+                                     field=key)
+            own[key] = value
+        elif isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise InvalidRequest("dub_fit_invalid", f"cue {cue}'s {key} must be a number such as 0.9", cue=cue,
+                                 field=key)
+        else:
+            own[key] = float(value)
+    try:
+        cue_policy(project, own)  # refused now rather than at the export
+    except InvalidRequest as exc:
+        raise InvalidRequest(exc.code, f"cue {cue}: {exc.message}", **{**exc.params, "cue": cue}) from None
+    return {key: own[key] for key in FIT_FIELDS if key in own} or None
+
+
 @dataclass(frozen=True)
 class Fit:
     """Where a take goes: played `speed` times as fast, starting at its cue's start; `seconds` is its length at

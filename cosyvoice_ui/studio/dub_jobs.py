@@ -5,8 +5,11 @@ Each job is a `DubProject` in `root/<id>` (an unguessable id), rendered in a bac
 slot of the model queue (`ModelManager.job()`, like every speech job) and holds it while its cues render, then
 exports `dubbed.<ext>`, `dubbed.srt` and `dubbed.vtt` beside the project. What the upload is refused for (media
 ffmpeg cannot read, no sound, cues outside it or overlapping) is raised by `start` before any thread runs.
-A job a restart interrupted reads back as "stopped" with what it had rendered; starting it again
-(`resume`) renders only the missing cues.
+Each job's status is also kept in `root/<id>/job.json` (written when it changes), so after a restart a job that
+was queued or running reads back as "interrupted" (code `dub_interrupted`, with how many cues are rendered of how
+many), a stopped, failed or finished one as it was; `resume` then renders only the missing cues. Like an
+unfinished audiobook (`books.Bookshelf`), an interrupted job waits for its owner to resume it: the restarted
+server does not start model work nobody asked it for.
 
 Nothing here imports torch.
 """
@@ -14,11 +17,12 @@ Nothing here imports torch.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import re
 import secrets
 import threading
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -27,7 +31,7 @@ from ..files import write_atomic
 from ..store_index import check_room, entries_of
 from ..types import ProgressEvent
 from .dub import DubProject, DubSettings
-from .dub_cues import DubCue, FitPolicy, check_mode, guess_language, read_cues
+from .dub_cues import DubCue, check_mode, guess_language, own_fit, read_cues
 from .textclean import clean_text
 
 if TYPE_CHECKING:
@@ -41,12 +45,14 @@ OUTPUT_SUFFIX = {".mkv": ".mkv", ".mov": ".mov", ".m4a": ".m4a", ".mp3": ".m4a",
 # video (Matroska holds what WebM and AVI files carry) and AAC
 FILES = ("video", "srt", "vtt", "track")
 _ID = re.compile(r"^[0-9a-f]{16}$")
+JOB_FILE = "job.json"  # the job's last status (see the module)
 
 
 @dataclass
 class DubJobState:
-    """Where one job is: "queued", "running", "done", "failed" or "stopped", its share done, the last message
-    (and its event's code and parameters), and the error that ended it."""
+    """Where one job is: "queued", "running", "done", "failed", "stopped" or "interrupted" (by a restart of the
+    server), its share done, the last message (and its event's code and parameters), and the error that ended
+    it."""
 
     id: str
     status: str = "queued"
@@ -115,11 +121,33 @@ class DubJobs:
             state = self._states.get(job_id)
         if state is not None:
             return replace(state)
-        project = DubProject.open(folder / "project")  # a job of an earlier run of the process
-        done = sum(1 for cue in project.cues if cue.take is not None)
+        return self._saved_status(job_id, folder)  # a job of an earlier run of the process
+
+    def _saved_status(self, job_id: str, folder: Path) -> DubJobState:
+        """A job this process has not run: its status as `job.json` kept it, a queued or running one read as
+        interrupted (the process that ran it is gone)."""
+        project = DubProject.open(folder / "project")
+        counts = _counts(project)
+        done, total = counts["rendered"], counts["cues"]
+        fraction = 0.95 * done / max(1, total)
+        saved = _read_job(folder)
+        status = str(saved.get("status") or "")
         finished = self._output(folder, project).is_file()
-        return DubJobState(job_id, "done" if finished else "stopped", done / max(1, len(project.cues)),
-                           f"{done} of {len(project.cues)} cues rendered")
+        if status in ("queued", "running") or (not status and not finished):
+            return DubJobState(job_id, "interrupted", fraction, f"the server stopped while this job was running: "
+                               f"{done} of {total} cues are rendered and kept; resume it (POST /v1/dubs/{job_id}/"
+                               f"resume) to render the other {total - done} and export the dub",
+                               code="dub_interrupted", params=counts)
+        if status == "failed":
+            return DubJobState(job_id, "failed", fraction, error=saved.get("error") if isinstance(
+                saved.get("error"), dict) else {"code": "dub_failed", "message": "the dubbing job failed; resume it, "
+                                               "or start it again"})
+        if status == "stopped" or not finished:
+            return DubJobState(job_id, "stopped", fraction, _stopped_message(done, total), code="dub_stopped",
+                               params=counts)
+        flagged = sum(1 for cue in project.cues if (cue.fit_result or {}).get("overrun", 0) > 0)
+        return DubJobState(job_id, "done", 1.0, f"{total} cues dubbed, {flagged} overrun", code="dub_finished",
+                           params={"cues": total, "overrun": flagged})
 
     def project(self, job_id: str) -> DubProject:
         return DubProject.open(self._folder(job_id) / "project")
@@ -153,10 +181,8 @@ class DubJobs:
                 cue.mode = check_mode(str(changes["mode"] or "auto"))
             if "instruct" in changes:
                 cue.instruct = clean_text(str(changes["instruct"] or "")).strip()
-            if "fit" in changes:
-                fit = changes["fit"]
-                cue.fit = None if fit is None else asdict(FitPolicy.from_dict({**asdict(project.settings.policy),
-                                                                                **dict(fit)}))
+            if "fit" in changes:  # merged into the cue's own fit; None: the project's again
+                cue.fit = own_fit(project.settings.policy, cue.fit, changes["fit"], number)
             if changes.get("take") is not None:
                 project.choose(cue.id, int(changes["take"]))
             if "locked" in changes:
@@ -215,6 +241,7 @@ class DubJobs:
                                      "that is done", job=job_id)
             self._states[job_id] = state
             self._cancels[job_id] = cancel
+            self._keep(job_id, state)
         threading.Thread(target=self._work, args=(job_id, options, cancel), name=f"dub-{job_id}",
                          daemon=True).start()
         return replace(state)
@@ -222,8 +249,20 @@ class DubJobs:
     def _update(self, job_id: str, **changes) -> None:
         with self._lock:
             state = self._states[job_id]
+            before = state.status
             for key, value in changes.items():
                 setattr(state, key, value)
+            if state.status != before:
+                self._keep(job_id, state)
+
+    def _keep(self, job_id: str, state: DubJobState) -> None:
+        """Write the job's status to its `job.json` (see the module); a job whose file cannot be written still
+        runs (after a restart it then reads as interrupted)."""
+        data = {"status": state.status, "error": state.error}
+        try:
+            write_atomic(self.root / job_id / JOB_FILE, json.dumps(data, ensure_ascii=False).encode("utf-8"))
+        except OSError as exc:
+            log.warning("the dubbing job's status could not be kept: %s", type(exc).__name__)
 
     def _work(self, job_id: str, options: JobOptions, cancel: threading.Event) -> None:
         from .dub_render import export, render_dub
@@ -249,17 +288,37 @@ class DubJobs:
                          f"{len(flagged)} overrun", code="dub_finished",
                          params={"cues": len(project.cues), "overrun": len(flagged)})
         except Cancelled:
-            self._update(job_id, status="stopped", message="stopped; resume it to render the rest", code="dub_stopped")
+            counts = _counts(DubProject.open(folder / "project"))
+            self._update(job_id, status="stopped", message=_stopped_message(counts["rendered"], counts["cues"]),
+                         code="dub_stopped", params=counts)
         except CosyVoiceError as exc:
-            self._update(job_id, status="failed", error={"code": getattr(exc, "code", "dub_failed"),
-                                                         "message": str(exc)})
+            self._update(job_id, error={"code": getattr(exc, "code", "dub_failed"), "message": str(exc)},
+                         status="failed")
         except Exception as exc:  # a bug: logged whole, the caller gets one line
             log.exception("dubbing job %s failed", job_id)
-            self._update(job_id, status="failed", error={"code": "dub_failed", "message": "the dubbing job failed "
-                                                         f"({type(exc).__name__}); resume it, or start it again"})
+            self._update(job_id, error={"code": "dub_failed", "message": "the dubbing job failed "
+                                        f"({type(exc).__name__}); resume it, or start it again"}, status="failed")
         finally:
             with self._lock:
                 self._cancels.pop(job_id, None)
+
+
+def _stopped_message(done: int, total: int) -> str:
+    return f"stopped: {done} of {total} cues are rendered and kept; resume it to render the rest"
+
+
+def _counts(project: DubProject) -> dict:
+    """How many cues have a take of their words (or are locked as they are), of how many."""
+    rendered = sum(1 for cue in project.cues if cue.locked or (cue.take is not None and cue.take.text == cue.text))
+    return {"rendered": rendered, "cues": len(project.cues)}
+
+
+def _read_job(folder: Path) -> dict:
+    try:
+        data = json.loads((folder / JOB_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def _cue(project: DubProject, number: int) -> DubCue:
@@ -315,11 +374,14 @@ def _read_cues_file(path: Path) -> str:
 
 
 def dub_cue_here(workspace, name: str, number: int, action: str, take: int | None, options: JobOptions,
-                 progress=None, cancel: threading.Event | None = None, text: str | None = None):
+                 progress=None, cancel: threading.Event | None = None, text: str | None = None,
+                 fit: dict | None = None):
     """The Dubbing tab's per-cue actions on the project of the video `name` (a folder under `projects_dir/dubs`):
     "regenerate" (a new take with a new seed, in a slot of the model queue), "text" (new words for the cue, e.g.
-    its translation fixed, then a new take of them), "take" (pick take `take`), "lock" or "unlock"; then the dub is
-    exported again. Returns what `dub_here` returns."""
+    its translation fixed, then a new take of them), "take" (pick take `take`), "lock", "unlock", "fit" (the cue's
+    own fit policy: `fit`, some of min_speed, max_speed and overflow) or "fit_clear" (the project's fit again);
+    then the dub is exported again. A fit change renders nothing: the export fits the cue's take anew. Returns
+    what `dub_here` returns."""
     from .dub_render import export, render_cue
     from .workspace import folder_name
 
@@ -346,6 +408,8 @@ def dub_cue_here(workspace, name: str, number: int, action: str, take: int | Non
             project.choose(cue.id, int(take or 0))
         elif action in ("lock", "unlock"):
             project.lock(cue.id, action == "lock")
+        elif action in ("fit", "fit_clear"):
+            cue.fit = own_fit(project.settings.policy, None, fit if action == "fit" else None, int(number))
         project.save()
         out = DubJobs._output(folder, project)
         result = export(project, out, folder / "dubbed.srt", folder / "dubbed.vtt", track=folder / "dubbed.wav")

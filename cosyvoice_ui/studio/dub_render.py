@@ -32,7 +32,7 @@ from ..serving.subtitles import Cue, render
 from ..types import ProgressCallback, ProgressEvent
 from ..validation import MAX_SEED
 from .dub import DubProject
-from .dub_cues import DubCue, Fit, FitPolicy, fit
+from .dub_cues import DubCue, Fit, FitPolicy, cue_policy, fit
 from .dub_media import remux, stretch
 from .mixdown import stem_names
 from .render import TEXT_CODES
@@ -145,13 +145,15 @@ def _scaled(progress: ProgressCallback | None, done: int, total: int, label: str
 
 @dataclass(frozen=True)
 class Placed:
-    """A chosen take on the dub's time line: its cue, where it starts and how it was fitted."""
+    """A chosen take on the dub's time line: its cue, where it starts, how it was fitted and by which policy (the
+    project's, or the cue's own over it)."""
 
     cue: DubCue
     number: int
     start: float
     fit: Fit
     file: Path  # the fitted audio
+    policy: FitPolicy = FitPolicy()
 
 
 @dataclass
@@ -185,7 +187,7 @@ def layout(project: DubProject, loudness: float | None = DEFAULT_LUFS) -> tuple[
         take = cue.take
         following = project.cues[number] if number < len(project.cues) else None
         room = (following.start if following is not None else project.duration) - cue.start
-        policy = FitPolicy.from_dict({**project.settings.policy.__dict__, **(cue.fit or {})})
+        policy = cue_policy(project.settings.policy, cue.fit)
         fitted = fit(take.seconds, cue.seconds, room, policy)
         path = project.fitted_dir / f"{cue.id}_{take.number:03d}_{fitted.speed:.4f}_{fitted.placed:.3f}.flac"
         audio = None
@@ -205,7 +207,7 @@ def layout(project: DubProject, loudness: float | None = DEFAULT_LUFS) -> tuple[
             raise InvalidRequest("dub_rates_differ", "the takes were made by models of different sample rates; "
                                  "render every cue again with one model", cue=number)
         fitted = replace(fitted, seconds=info.frames / rate + fitted.overrun)  # the file holds what is heard
-        placed.append(Placed(cue, number, cue.start, fitted, path))
+        placed.append(Placed(cue, number, cue.start, fitted, path, policy))
     return placed, int(rate)
 
 

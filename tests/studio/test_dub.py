@@ -181,6 +181,60 @@ def test_a_locked_cue_keeps_its_take(fake, video: Path, tmp_path: Path) -> None:
     assert engine.requests == []
 
 
+def test_a_cue_gets_its_own_fit_and_is_fitted_anew_without_a_new_take(fake, video: Path, tmp_path: Path,
+                                                                      capsys) -> None:
+    """Cue 4 overruns at the project's 0.85-1.2; its own range up to 2x fits it into its gap, then without the gap it
+    overruns again by what the gap held, and cleared it follows the project's fit: each time only the export runs
+    (no request reaches the engine, no take is added) and the placement changes."""
+    lines = list(LINES)
+    lines[3] = (*lines[3][:4], LONG)  # a 7.0 s take for a 3.2 s cue with 0.6 s of gap after it
+    srt = srt_of(lines)
+    assert _dub(tmp_path, video, srt, "--srt") == 0
+    state = tmp_path / "out.mp4.dub" / "dub.json"
+
+    def cue4() -> tuple[dict, float]:
+        cue = json.loads(state.read_text(encoding="utf-8"))["cues"][3]
+        assert len(cue["takes"]) == 1
+        spoken = parse((tmp_path / "out.srt").read_text(encoding="utf-8"))[3]
+        return cue, spoken.end
+
+    before, end = cue4()
+    assert before["fit"] is None and before["fit_result"]["speed"] == 1.2
+    assert before["fit_result"]["overrun"] == pytest.approx(7.0 / 1.2 - 3.8, abs=0.002)
+    assert end == pytest.approx(16.8, abs=0.002)  # cut at cue 5's start
+    capsys.readouterr()
+    for flags, own, speed, overrun, heard in (
+            (["--fit", "4", "--fit-speed", "0.85-2"], {"min_speed": 0.85, "max_speed": 2.0}, 2.0, 0.0, 16.5),
+            (["--fit", "4", "--fit-overflow", "off"], {"min_speed": 0.85, "max_speed": 2.0, "overflow": False}, 2.0,
+             0.3, 16.2),
+            (["--fit-clear", "4"], None, 1.2, before["fit_result"]["overrun"], 16.8)):
+        engine = fake()
+        assert _dub(tmp_path, video, srt, "--srt", *flags) == 0, capsys.readouterr().err
+        out = capsys.readouterr().out
+        cue, end = cue4()
+        assert engine.requests == []  # fitted anew, not rendered again
+        assert cue["fit"] == own
+        assert cue["fit_result"]["speed"] == speed and cue["fit_result"]["overrun"] == pytest.approx(overrun,
+                                                                                                    abs=0.002)
+        assert end == pytest.approx(heard, abs=0.002)
+        assert ("its own fit" in out) == (own is not None)
+    assert [c["fit"] for c in json.loads(state.read_text(encoding="utf-8"))["cues"]] == [None] * 5
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--fit-speed", "0.9-1.3"], "--fit-speed and --fit-overflow need the cues they apply to: add --fit N[,N]"),
+    (["--fit", "4"], "--fit 4 needs what to change: --fit-speed MIN-MAX"),
+    (["--fit", "4", "--fit-speed", "fast"], "--fit-speed 'fast': write the range as MIN-MAX, e.g. --fit-speed 0.9-1.3"),
+    (["--fit", "4", "--fit-speed", "0.9-2.5"], "cue 4: the speed range 0.9-2.5 is not allowed"),
+    (["--fit", "9", "--fit-overflow", "off"], "--fit '9': the cues are numbered 1-5"),
+])
+def test_a_cue_fit_flag_is_refused_saying_how_to_write_it(fake, video: Path, tmp_path: Path, capsys, flags,
+                                                         message) -> None:
+    assert _dub(tmp_path, video, srt_of(), *flags) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err and err.count("\n") == 1
+
+
 # --- the refusals ---------------------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
