@@ -1,7 +1,8 @@
 """The Dubbing tab without a browser (a fake engine): the video and its subtitles in, the dubbed MP4 out (its video
 stream copied, the dub and the original as two tagged audio tracks), with the cue table, a preview and the files;
-a cue is regenerated, given its earlier take back, locked and unlocked; a second run with the same video renders
-only the edited cue; a missing upload is refused in the user's words."""
+a cue is regenerated, given its earlier take back, locked and unlocked; a cue gets its own fit (fitted anew without
+a new take) and the project's back; a second run with the same video renders only the edited cue; a missing upload
+is refused in the user's words."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 from tests.studio.dub_media_kit import LINES, make_video, srt_of, streams
-from tests.studio.test_dub import RATE, DubFake, source_track
+from tests.studio.test_dub import LONG, RATE, DubFake, source_track
 from tests.ui.test_studio_tabs import event, manager_of, values
 
 gr = pytest.importorskip("gradio")
@@ -92,3 +93,46 @@ def test_the_tab_asks_for_both_files(tmp_path: Path) -> None:
     with pytest.raises(gr.Error) as refused:
         list(start.fn(values(start, by={tab.media: None}), SimpleNamespace(session_hash="t", headers={}), None))
     assert "upload the video and its subtitles" in refused.value.message.lower()
+
+
+@pytest.mark.slow
+def test_a_cue_gets_its_own_fit_in_the_tab_without_a_new_take(tmp_path: Path) -> None:
+    """Cue 4's words are too long for it (7.0 s for 3.2 s and a 0.6 s gap): flagged at the project's 0.85-1.2; its
+    own range up to 2x fits it into the gap, then "the project's fit" flags it again. Each time only the export
+    runs: no request reaches the engine and the cue keeps its one take."""
+    import json
+
+    video = make_video(tmp_path / "talk.mp4", source_track(), RATE)
+    lines = list(LINES)
+    lines[3] = (*lines[3][:4], LONG)
+    srt = tmp_path / "talk.zh.srt"
+    srt.write_text(srt_of(lines), encoding="utf-8")
+    engine = DubFake()
+    demo, tab = build(engine, tmp_path)
+    request = SimpleNamespace(session_hash="test", headers={})
+    start = event(demo, "start_dub")
+    _, status, rows, _, current = list(start.fn(values(start, by={tab.media: str(video), tab.cues: str(srt)}),
+                                                request, None))[-1]
+    assert status.startswith("Done: 5 cue(s) dubbed, 1 overrun")
+    assert rows[3][5] == "1.20x · overrun 2.03 s" and rows[3][2] == 16.8
+    state = tmp_path / "projects" / "dubs" / "talk" / "project" / "dub.json"
+
+    def act(name: str, low: float = 0.85, high: float = 1.2, overflow: bool = True, cue: int = 4):
+        fn = event(demo, f"dub_cue_{name}")
+        by = {tab.current: current, tab.cue_number: cue, tab.cue_min_speed: low, tab.cue_max_speed: high,
+              tab.cue_overflow: overflow}
+        return list(fn.fn(values(fn, by=by), request, None))[-1]
+
+    _, status, rows, preview, _ = act("fit", high=2.0)
+    assert status.startswith("Done: 5 cue(s) dubbed, 0 overrun") and Path(preview).is_file()
+    assert rows[3][5] == "2.00x · fits · own fit 0.85-2.00x" and rows[3][2] == 16.5 and rows[3][6] == "1/1"
+    assert json.loads(state.read_text(encoding="utf-8"))["cues"][3]["fit"] == {
+        "min_speed": 0.85, "max_speed": 2.0, "overflow": True}
+    rows = act("fit", high=2.0, overflow=False)[2]
+    assert rows[3][5] == "2.00x · overrun 0.30 s · own fit 0.85-2.00x, no gap" and rows[3][2] == 16.2
+    rows = act("fit_clear")[2]
+    assert rows[3][5] == "1.20x · overrun 2.03 s" and rows[3][2] == 16.8 and rows[3][6] == "1/1"
+    assert len(engine.requests) == 5  # fitted anew each time, never rendered again
+    with pytest.raises(gr.Error) as refused:
+        act("fit", cue=9)
+    assert "there is no cue 9" in refused.value.message.lower()

@@ -1,10 +1,13 @@
 """The UI's string tables: every English text has a Chinese one, notices are short with folded
-details, backends' notes and progress labels come out in the user's language."""
+details, backends' notes and progress labels come out in the user's language; every code the dubbing modules raise
+or report has its Chinese text."""
 
 from __future__ import annotations
 
+import ast
 import re
 import string
+from pathlib import Path
 
 import pytest
 
@@ -169,3 +172,93 @@ def test_model_names_are_localised_by_the_key_the_serving_layer_gives() -> None:
     manager = ModelManager(OFFLINE_ID, idle_unload_s=0)
     assert strings.name_key(manager.status()) == "offline_choice"
     assert strings.label("offline_choice", "zh") in state_markdown(manager, "zh")
+
+
+# --- dubbing: every code its modules raise or report has Chinese text, with the placeholders they give ---------
+
+PACKAGE = Path(strings.__file__).resolve().parents[1]
+ZH_EXTRAS = {"what_zh", "where_zh"}  # added by `strings.message` to every error's params
+
+
+def dub_modules() -> list[Path]:
+    """Every module of the dubbing feature (studio, CLI, REST, tab; a new dub*.py module joins by its name)."""
+    return sorted(path for path in PACKAGE.rglob("*.py") if "dub" in path.stem)
+
+
+def coded_calls(path: Path) -> list[tuple[str, str, set[str] | None]]:
+    """(kind, code, keyword names given) of each coded message in `path`: "error" for `InvalidRequest(code, ...)`
+    and an error record's {"code": ...}; "progress" for `report(progress, stage, fraction, message, code, ...)`,
+    `ProgressEvent(stage, fraction, message, code, ...)` and a `code=` keyword. The names are None where the call
+    passes **params (not known here)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Dict):
+            for key, value in zip(node.keys, node.values):
+                if isinstance(key, ast.Constant) and key.value == "code" and isinstance(value, ast.Constant):
+                    found.append(("error", value.value, None))
+        if not isinstance(node, ast.Call):
+            continue
+        name = getattr(node.func, "id", None) or getattr(node.func, "attr", None)
+        names = None if any(k.arg is None for k in node.keywords) else {k.arg for k in node.keywords}
+        position = {"InvalidRequest": 0, "report": 4, "ProgressEvent": 3}.get(name)
+        if name == "ProgressEvent":  # its params are the dict after the code
+            given = node.args[4] if len(node.args) > 4 else None
+            names = {k.value for k in given.keys} if isinstance(given, ast.Dict) and all(
+                isinstance(k, ast.Constant) for k in given.keys) else None
+        if position is not None and len(node.args) > position and isinstance(node.args[position], ast.Constant):
+            found.append(("error" if name == "InvalidRequest" else "progress", node.args[position].value, names))
+        for keyword in node.keywords:
+            if keyword.arg == "code" and isinstance(keyword.value, ast.Constant) and name != "InvalidRequest":
+                found.append(("progress", keyword.value.value, None))
+    return found
+
+
+def test_every_dub_code_has_chinese_text_with_the_placeholders_it_is_given() -> None:
+    modules = dub_modules()
+    assert {"dub.py", "dub_cues.py", "dub_jobs.py", "dub_render.py", "dub_media.py", "routes_dub.py",
+            "dub_tab.py"} <= {path.name for path in modules}
+    calls = [(path.name, *call) for path in modules for call in coded_calls(path)]
+    codes = {code for _, kind, code, _ in calls}
+    assert {"dub_speed_range", "dub_fit_invalid", "dub_cue", "dub_interrupted", "dub_failed"} <= codes
+    missing, unfilled = [], []
+    for module, kind, code, names in calls:
+        table, key = (strings.MESSAGES_ZH, code) if kind == "error" else (strings.LABELS_ZH, f"progress_{code}")
+        if key not in table:
+            missing.append(f"{module}: {key}")
+        elif names is not None and not fields(table[key]) <= names | ZH_EXTRAS:
+            unfilled.append(f"{module}: {key} needs {sorted(fields(table[key]) - names)}")
+    assert not missing, missing
+    assert not unfilled, unfilled
+
+
+def test_the_dubbing_tab_names_only_labels_both_tables_have() -> None:
+    source = (PACKAGE / "ui" / "studio" / "dub_tab.py").read_text(encoding="utf-8")
+    keys = set(re.findall(r"""\bt\(["'](\w+)["']\)""", source)) | set(re.findall(
+        r"""strings\.label\(["'](\w+)["']""", source))
+    assert {"dub_set_fit", "dub_cue_min_speed", "dub_original_duck", "dub_fit_overrun"} <= keys
+    for key in sorted(keys):
+        assert key in strings.LABELS_EN, key
+        assert CJK.search(strings.LABELS_ZH[key]), key
+
+
+@pytest.mark.parametrize(("code", "params", "zh"), [
+    ("dub_speed_range", {"min": 0.9, "max": 2.5, "cue": 4}, "语速范围 0.9-2.5 不可用"),
+    ("dub_fit_invalid", {"cue": 4, "field": "speed"}, "第 4 条的对齐设置无效"),
+    ("dub_busy", {"job": "0123456789abcdef"}, "这个配音任务正在渲染"),
+])
+def test_dub_refusals_read_in_chinese(code: str, params: dict, zh: str) -> None:
+    from cosyvoice_ui.errors import InvalidRequest
+
+    assert strings.message(InvalidRequest(code, "english", **params), "zh").startswith(zh)
+
+
+@pytest.mark.parametrize(("event", "en", "zh"), [
+    (ProgressEvent("dub", 0.4, "cue 2/5", "dub_cue", {"cue": 2, "cues": 5, "speaker": "Bob"}),
+     "Dubbing: cue 2/5 · Bob", "配音 · 第 2/5 条 · Bob"),
+    (ProgressEvent("dub", 0.4, "", "dub_interrupted", {"rendered": 2, "cues": 5}),
+     "Dubbing: interrupted by a server restart: 2 of 5 cues rendered; resume to render the rest",
+     "配音 · 服务器重启时中断：已渲染 2/5 条；继续即可渲染其余字幕"),
+])
+def test_dub_progress_labels(event: ProgressEvent, en: str, zh: str) -> None:
+    assert event_text(event, "en") == en
+    assert event_text(event, "zh") == zh

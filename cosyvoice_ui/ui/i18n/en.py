@@ -343,9 +343,16 @@ LABELS: dict[str, str] = {
     "progress_book_writing": "writing the {format} book",
     "progress_dub_cue": "cue {cue}/{cues} · {speaker}",
     "progress_dub_done": "{count} cues rendered",
+    "progress_dub_transcribe": "stretch {stretch}/{stretches}",
+    "progress_dub_export": "mixing and writing the video",
+    "progress_dub_finished": "{cues} cues dubbed, {overrun} overrun",
+    "progress_dub_stopped": "stopped: {rendered} of {cues} cues rendered; resume to render the rest",
+    "progress_dub_interrupted": "interrupted by a server restart: {rendered} of {cues} cues rendered; resume to "
+                                "render the rest",
     "studio_status_retry": "retry {attempt}/{retries}",
     "stage_line": "Rendering",  # the progress bar's stage names of a script render and an audiobook
     "stage_book": "Reading the book",
+    "stage_dub": "Dubbing",
     # export
     "studio_export": "Export",
     "studio_export_parts": "What to export",
@@ -385,6 +392,15 @@ LABELS: dict[str, str] = {
     "dub_cue_text": "New words for this cue (its translation, fixed)",
     "dub_change_text": "Change the words and regenerate",
     "dub_locked": "locked",
+    "dub_original_duck": "Ducked (kept, quieter while speech plays)",
+    "dub_original_replace": "Replaced (the dub alone)",
+    "dub_cue_min_speed": "This cue's slowest speed",
+    "dub_cue_max_speed": "This cue's fastest speed",
+    "dub_cue_overflow": "Let this cue run into the gap after it",
+    "dub_set_fit": "Give this cue its own fit (no new take)",
+    "dub_clear_fit": "Back to the project's fit",
+    "dub_fit_own": "own fit {low:.2f}-{high:.2f}x",
+    "dub_fit_own_no_gap": "own fit {low:.2f}-{high:.2f}x, no gap",
     # the audiobook tab
     "book_file": "Book (EPUB, TXT or Markdown)",
     "book_chapters": "Chapters found",

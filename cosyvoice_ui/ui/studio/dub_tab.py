@@ -4,7 +4,8 @@ its cue. Outputs: the dubbed video (its video stream copied, the dub and the ori
 a preview player, the speech track, the adjusted SRT/VTT, and the cue table with each cue's fit or overrun.
 Running it again with the same video continues it: only new or edited cues render.
 
-Under the cue table a cue is regenerated (a new seed), given an earlier take back, locked or unlocked; the dub is
+Under the cue table a cue is regenerated (a new seed), given an earlier take back, locked or unlocked, or given its
+own fit (speed range, overflow; or the project's again: its take is fitted anew, nothing renders); the dub is
 exported again each time. The widgets live here; the work is `studio/dub_jobs.dub_here` and `dub_cue_here` over
 `studio/dub*.py`.
 """
@@ -43,22 +44,32 @@ class DubTab:
     unlock: object
     cue_text: object  # new words for the cue numbered in cue_number (a translation fixed here)
     change_text: object
+    cue_min_speed: object  # the cue's own fit
+    cue_max_speed: object
+    cue_overflow: object
+    set_fit: object
+    clear_fit: object
 
     def adapt(self, info: EngineInfo | None, data: dict) -> dict:
         return {}  # nothing here depends on the model: every family clones cross-lingually or says why not
 
 
-HEADERS = ["#", "start", "end", "speaker", "text", "fit", "take"]
+# Table headers are plain text (gr.I18n does not reach them): both languages, as in the glossary's table.
+HEADERS = ["#", "Start · 开始", "End · 结束", "Speaker · 说话人", "Text · 文本", "Fit · 对齐", "Take · 版本"]
 
 
 def cue_rows(result, lang: str) -> list[list]:
-    """The cue table: start, end (as spoken), speaker, words, the fit ("fits" or the overrun), and the chosen take
-    of how many (and whether it is locked)."""
+    """The cue table: start, end (as spoken), speaker, words, the fit ("fits" or the overrun, and the cue's own
+    fit when it has one), and the chosen take of how many (and whether it is locked)."""
     rows = []
     for piece in result.placed:
         fit, cue = piece.fit, piece.cue
         verdict = strings.label("dub_fit_overrun", lang).format(seconds=fit.overrun) if fit.flagged \
             else strings.label("dub_fit_ok", lang)
+        if cue.fit:
+            own = piece.policy
+            key = "dub_fit_own" if own.overflow else "dub_fit_own_no_gap"
+            verdict += " · " + strings.label(key, lang).format(low=own.min_speed, high=own.max_speed)
         take = f"{cue.chosen}/{len(cue.takes)}" + (f" · {strings.label('dub_locked', lang)}" if cue.locked else "")
         rows.append([piece.number, round(piece.start, 3), round(piece.start + fit.placed, 3), cue.speaker, cue.text,
                      f"{fit.speed:.2f}x · {verdict}", take])
@@ -83,7 +94,8 @@ def build_dub(page: Page) -> DubTab:
             max_speed = gr.Slider(1.0, 2.0, value=1.2, step=0.05, label=t("dub_max_speed"))
             overflow = gr.Checkbox(value=True, label=t("dub_overflow"))
         with gr.Row():
-            original = gr.Radio(["duck", "replace"], value="duck", label=t("dub_original"))
+            original = gr.Radio([(t("dub_original_duck"), "duck"), (t("dub_original_replace"), "replace")],
+                                value="duck", label=t("dub_original"))
             duck_db = gr.Slider(0, 40, value=12, step=1, label=t("dub_duck_db"))
         consent = gr.Checkbox(value=False, label=t("dub_consent"))
         with gr.Row():
@@ -102,6 +114,13 @@ def build_dub(page: Page) -> DubTab:
             use_take = gr.Button(t("dub_use_take"), size="sm")
             lock = gr.Button(t("dub_lock"), size="sm")
             unlock = gr.Button(t("dub_unlock"), size="sm")
+        with gr.Row():
+            cue_min_speed = gr.Slider(0.5, 1.0, value=0.85, step=0.05, label=t("dub_cue_min_speed"))
+            cue_max_speed = gr.Slider(1.0, 2.0, value=1.2, step=0.05, label=t("dub_cue_max_speed"))
+            cue_overflow = gr.Checkbox(value=True, label=t("dub_cue_overflow"))
+        with gr.Row():
+            set_fit = gr.Button(t("dub_set_fit"), size="sm")
+            clear_fit = gr.Button(t("dub_clear_fit"), size="sm")
         current = gr.State("")
         preview = gr.Video(label=t("dub_preview"), interactive=False, height=320)
         outputs = gr.File(label=t("dub_outputs"), file_count="multiple", interactive=False)
@@ -143,9 +162,12 @@ def build_dub(page: Page) -> DubTab:
             lang = options.language(data)
             chosen = chosen_options(page, data, request, "dub")
 
+            fit = {"min_speed": float(data[cue_min_speed]), "max_speed": float(data[cue_max_speed]),
+                   "overflow": bool(data[cue_overflow])} if action == "fit" else None
+
             def work(report, cancel):
                 return dub_cue_here(workspace, data[current], data[cue_number], action, data[take_number], chosen,
-                                    report, cancel, text=data[cue_text])
+                                    report, cancel, text=data[cue_text], fit=fit)
 
             yield from shown(live(page, request, progress, lang, work), lang, data[current])
 
@@ -162,9 +184,11 @@ def build_dub(page: Page) -> DubTab:
               *option_inputs(page)}
     running = [start.click(start_dub, inputs=inputs, **job)]
     for button, action in ((regenerate, "regenerate"), (use_take, "take"), (lock, "lock"), (unlock, "unlock"),
-                           (change_text, "text")):
+                           (change_text, "text"), (set_fit, "fit"), (clear_fit, "fit_clear")):
         running.append(button.click(on_cue(action), inputs={current, cue_number, take_number, cue_text,
+                                                            cue_min_speed, cue_max_speed, cue_overflow,
                                                             *option_inputs(page)}, **job))
     stop.click(stop_dub, cancels=running, queue=False, **private)
     return DubTab(media, cues, start, stop, status, table, preview, outputs, current, cue_number, take_number,
-                  regenerate, use_take, lock, unlock, cue_text, change_text)
+                  regenerate, use_take, lock, unlock, cue_text, change_text, cue_min_speed, cue_max_speed,
+                  cue_overflow, set_fit, clear_fit)
