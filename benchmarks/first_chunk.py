@@ -4,8 +4,11 @@
     python benchmarks/first_chunk.py --tiny                                    # smoke test
 
 "now" is the engine as it loads (v2/v3: a first chunk of the flow prompt's pad when it is at least 12 tokens, and
-fast mode's prompt trimmed to leave that pad); "upstream hop" is the same engine with upstream's schedule (the pad
-plus a whole 25-token hop; fast mode's prompt cut at exactly its seconds). Each run streams bench_engine's workload
+fast mode's prompt trimmed to leave that pad; v3: the voice's prompt chunks kept from its earlier streams, so the
+first pass computes only the chunk the speech starts in); "now, nothing kept" is the same without kept frames
+(`COSYVOICE_FLOW_STREAM_CACHE_MB=0`: what a voice's first stream costs); "upstream hop" is the engine with
+upstream's schedule and nothing kept (the pad plus a whole 25-token hop; fast mode's prompt cut at exactly its
+seconds). Each run streams bench_engine's workload
 until the first chunk is out, and splits that time into waiting for the chunk's tokens (prefill + decode) and
 rendering it (flow + vocoder). Printed: medians [min-max] and now ÷ upstream.
 """
@@ -13,6 +16,8 @@ rendering it (flow + vocoder). Printed: medians [min-max] and now ÷ upstream.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import statistics
 import sys
 import tempfile
@@ -62,6 +67,23 @@ def first_chunk(engine, model_input, spec, tokens: int, seed: int) -> tuple[floa
     return first, tokens_done
 
 
+@contextlib.contextmanager
+def kept_frames(on: bool):
+    """Streams started inside keep (on) or recompute (off) earlier passes' frames."""
+    from cosyvoice_ui.cosyvoice.models.flow_dit import CACHE_ENV
+
+    saved = os.environ.get(CACHE_ENV)
+    if not on:
+        os.environ[CACHE_ENV] = "0"
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop(CACHE_ENV, None)
+        else:
+            os.environ[CACHE_ENV] = saved
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--family", default="v3", choices=("v2", "v3"))
@@ -83,21 +105,24 @@ def main() -> None:
         workload = Workload.for_family(family.token_rate, family.mel_rate)
         features = engine.encode_voice(voice_clip(workload.prompt_seconds, rate=16000))
         model_input = build_input(engine, features, workload)
-        variants = {"now": family.streaming, "upstream hop": family.upstream_streaming}
+        variants = {"now": (family.streaming, True), "now, nothing kept": (family.streaming, False),
+                    "upstream hop": (family.upstream_streaming, False)}
         results: dict[str, list[tuple[float, float]]] = {name: [] for name in variants}
-        first_chunk(engine, model_input, family.streaming, 60, seed=0)  # warm up
+        first_chunk(engine, model_input, family.streaming, 60, seed=0)  # warm up (and keep the voice's prompt)
         for run in range(args.runs):
-            for name, spec in variants.items():
-                results[name].append(first_chunk(engine, model_input, spec, 60, seed=run))
+            for name, (spec, keep) in variants.items():
+                with kept_frames(keep):
+                    results[name].append(first_chunk(engine, model_input, spec, 60, seed=run))
     print(f"{folder.name}, {args.precision}, {args.threads} threads, {args.runs} alternating runs each")
-    print(f"  {'variant':<14}{'first chunk':>22}{'of which tokens':>22}{'render':>9}")
+    print(f"  {'variant':<18}{'first chunk':>22}{'of which tokens':>22}{'render':>9}")
     medians = {}
     for name, runs in results.items():
         firsts, waits = [r[0] for r in runs], [r[1] for r in runs]
         medians[name] = statistics.median(firsts)
-        print(f"  {name:<14}{medians[name]:>8.2f} s [{min(firsts):.2f}-{max(firsts):.2f}]"
+        print(f"  {name:<18}{medians[name]:>8.2f} s [{min(firsts):.2f}-{max(firsts):.2f}]"
               f"{statistics.median(waits):>14.2f} s{medians[name] - statistics.median(waits):>9.2f} s")
-    print(f"  now ÷ upstream hop: {medians['now'] / medians['upstream hop']:.2f}")
+    print(f"  now ÷ upstream hop: {medians['now'] / medians['upstream hop']:.2f}; now ÷ nothing kept: "
+          f"{medians['now'] / medians['now, nothing kept']:.2f}")
 
 
 if __name__ == "__main__":

@@ -7,8 +7,9 @@ first hop (25 tokens) counted from the start of the flow prompt, so the first ch
 which ends on the same boundary a hop earlier; then 50 → 100. A chunk is
 rendered once `hop + pre_lookahead_len` tokens past the emitted ones wait: the flow re-runs on *all*
 tokens so far with chunk-causal attention (`streaming=True, finalize=False`, the last 3 tokens being
-look-ahead only), and the mel from frame `ratio · offset` on is the chunk's. The last call runs every token
-with `finalize=True` and full attention (upstream's choice, §7.4 QUIRK). The hop is reset per segment
+look-ahead only), and the mel from frame `ratio · offset` on is the chunk's; v3's DiT flow keeps what each
+such pass computed (`flow_dit.inference_from`), so the next computes only the frames it adds. The last call
+runs every token with `finalize=True` and full attention (upstream's choice, §7.4 QUIRK). The hop is reset per segment
 (upstream keeps the grown hop on the model, a quirk we do not copy).
 
 Vocoders:
@@ -43,6 +44,9 @@ class _QwenTokenToWave:
         self.flow, self.hift, self.spec, self.prompt = flow, hift, spec, prompt
         self.generator = generator
         self.n_timesteps = n_timesteps
+        # What this segment's chunk-causal passes keep for the next (v3's DiT flow; None: recompute all).
+        new_state = getattr(flow, "new_stream_state", None)
+        self.flow_state = new_state(n_timesteps) if new_state is not None else None
 
     @property
     def prompt_tokens(self) -> int:
@@ -62,8 +66,20 @@ class _QwenTokenToWave:
             mel = F.interpolate(mel, size=int(mel.shape[2] / speed), mode="linear")
         return self._vocode_whole(mel)
 
+    def _mel_kept(self, tokens: torch.Tensor, offset: int) -> torch.Tensor:
+        """`_mel(tokens, offset, streaming=True, finalize=False)`, computing only frames past the kept ones."""
+        device = self.prompt.embedding.device
+        mel, first = self.flow.inference_from(tokens.to(device), self.prompt.prompt_token, self.prompt.prompt_feat,
+                                              self.prompt.embedding, self.flow_state, n_timesteps=self.n_timesteps)
+        start = self.prompt.prompt_feat.size(1) + self.flow.generated_frames(offset)
+        if start < first:
+            raise RuntimeError(f"the flow kept frames up to {first}, past the chunk's start {start}")
+        return mel[:, :, start - first:]
+
     def chunk(self, tokens: torch.Tensor, offset: int, finalize: bool) -> torch.Tensor:
         """tokens [1, N]: every token so far; the speech of the mel past `offset` tokens → [1, S]."""
+        if not finalize and self.flow_state is not None:
+            return self._vocode_chunk(self._mel_kept(tokens, offset), finalize)
         return self._vocode_chunk(self._mel(tokens, offset, streaming=not finalize, finalize=finalize), finalize)
 
     def _vocode_whole(self, mel: torch.Tensor) -> torch.Tensor:

@@ -22,7 +22,8 @@ import torch
 from torch import nn
 
 from ..config import CFMConfig
-from .cfm import ConditionalCFM
+from .cfm import ConditionalCFM, euler_steps, time_grid
+from .estimators.dit_stream import DiTStreamState
 
 log = logging.getLogger(__name__)
 
@@ -90,3 +91,32 @@ class CausalConditionalCFM(ConditionalCFM):
         z = noise.to(device=mu.device, dtype=mu.dtype) * temperature
         log.debug("causal cfm: %d frames, %d steps, streaming=%s", mu.size(2), steps, streaming)
         return self.solve_euler(z, mu, spks, cond, mask, steps, streaming=streaming)
+
+    def sample_from(self, mu: torch.Tensor, spks: torch.Tensor, cond: torch.Tensor, state: DiTStreamState,
+                    n_timesteps: int | None = None, temperature: float = 1.0) -> torch.Tensor:
+        """A streaming (chunk-causal) sample of frames [state.frames, T) only, the earlier frames' part of every
+        Euler step read from `state` (the estimator's `forward_from`); mu, cond [1, F, T] of all frames.
+        Returns mel [1, F, T - state.frames] float32: what `forward(..., streaming=True)` gives for those
+        frames. The caller commits the state (`state.commit(T)`) once the pass is used."""
+        steps = self.n_timesteps if n_timesteps is None else n_timesteps
+        start, frames = state.frames, mu.size(2)
+        if not start < frames:
+            raise ValueError(f"the state already holds {start} frames of this {frames}-frame pass")
+        rows = 1 if self.inference_cfg_rate == 0 else 2
+        if not state.matches(steps, rows):
+            raise ValueError(f"the stream state was made for {state.steps} steps and {state.rows} rows, this pass "
+                             f"runs {steps} and {rows}")
+        x = self.initial_noise(frames, mu.device, mu.dtype)[:, :, start:] * temperature
+        batch = self.guidance_batch(mu[:, :, start:], spks, cond[:, :, start:], None)
+        w = self.inference_cfg_rate
+        grid = time_grid(steps, self.t_scheduler, mu.device)
+        log.debug("causal cfm: frames %d-%d of %d (kept %d), %d steps", start, frames, frames, start, steps)
+        for index, (t, dt) in enumerate(euler_steps(grid)):
+            b_mu, b_spks, b_cond, _ = batch
+            v = self.estimator.forward_from(x.expand(rows, -1, -1), b_mu, t.to(x.dtype).reshape(1).expand(rows),
+                                            b_spks, b_cond, start, state.step(index))
+            if w != 0:
+                v_cond, v_uncond = v.split(1)
+                v = (1.0 + w) * v_cond - w * v_uncond
+            x = x + dt.to(x.dtype) * v
+        return x.float()

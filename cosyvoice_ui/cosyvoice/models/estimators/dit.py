@@ -27,6 +27,7 @@ from torch import nn
 from ...config import DiTConfig
 from ..linears import quantize_linears_int8
 from .unet import SinusoidalPosEmb
+from .dit_stream import DiTStepState
 from .unet_causal import chunk_mask
 
 
@@ -129,24 +130,46 @@ class Attention(nn.Module):
     def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None, rope: torch.Tensor) -> torch.Tensor:
         """x [B, T, D]; attn_mask bool [B, 1, T, T] or None (all frames see all); rope [1, T, dh]."""
         b, t, _ = x.shape
-        q = apply_partial_rotary(self.to_q(x), rope)  # the quirk: full width, before the head split
-        k = apply_partial_rotary(self.to_k(x), rope)
-        v = self.to_v(x)
-        q, k, v = (y.view(b, t, self.heads, -1).transpose(1, 2) for y in (q, k, v))
-        if self.matmul_attention:
-            low = self.attention_dtype or q.dtype
-            q, k, v = (q * q.size(-1) ** -0.5).to(low), k.to(low), v.to(low)
-            scores = torch.matmul(q, k.transpose(-2, -1))  # [B, H, T, T]
-            if attn_mask is not None:
-                scores = scores.masked_fill(~attn_mask, float("-inf"))
-            out = torch.matmul(torch.softmax(scores, dim=-1), v).to(x.dtype)
-        else:
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask)
-        out = self.to_out[0](out.transpose(1, 2).reshape(b, t, -1))
+        q, k, v = self._heads(x, rope)
+        out = self.to_out[0](self._attend(q, k, v, attn_mask, x.dtype).transpose(1, 2).reshape(b, t, -1))
         if attn_mask is not None:
             # Upstream zeroes the output rows of keys the last query may not see (a padding-mask idiom).
             out = out.masked_fill(~attn_mask[:, 0, -1].unsqueeze(-1), 0.0)
         return out
+
+    def forward_from(self, x: torch.Tensor, attn_mask: torch.Tensor, rope: torch.Tensor, state: DiTStepState,
+                     index: int) -> torch.Tensor:
+        """New frames x [B, T, D] attending to layer `index`'s kept keys/values in `state` and to each other
+        (attn_mask bool [1, 1, T, K + T]); their keys/values go to the state's pending lists. The last query
+        of a chunk-causal pass sees every key, so upstream's row-zeroing above never fires here."""
+        b, t, _ = x.shape
+        q, k, v = self._heads(x, rope)
+        state.pending_keys.append(k)
+        state.pending_values.append(v)
+        if index < len(state.keys):
+            k = torch.cat([state.keys[index].to(k), k], dim=2)
+            v = torch.cat([state.values[index].to(v), v], dim=2)
+        return self.to_out[0](self._attend(q, k, v, attn_mask, x.dtype).transpose(1, 2).reshape(b, t, -1))
+
+    def _heads(self, x: torch.Tensor, rope: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """x [B, T, D] → q, k, v [B, H, T, dh], q and k rotated."""
+        b, t, _ = x.shape
+        q = apply_partial_rotary(self.to_q(x), rope)  # the quirk: full width, before the head split
+        k = apply_partial_rotary(self.to_k(x), rope)
+        v = self.to_v(x)
+        return tuple(y.view(b, t, self.heads, -1).transpose(1, 2) for y in (q, k, v))
+
+    def _attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: torch.Tensor | None,
+                dtype: torch.dtype) -> torch.Tensor:
+        """[B, H, T, dh] queries over [B, H, K, dh] keys/values → [B, H, T, dh] in `dtype`."""
+        if self.matmul_attention:
+            low = self.attention_dtype or q.dtype
+            q, k, v = (q * q.size(-1) ** -0.5).to(low), k.to(low), v.to(low)
+            scores = torch.matmul(q, k.transpose(-2, -1))  # [B, H, T, K]
+            if attn_mask is not None:
+                scores = scores.masked_fill(~attn_mask, float("-inf"))
+            return torch.matmul(torch.softmax(scores, dim=-1), v).to(dtype)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask)
 
 
 class AdaLayerNormZero(nn.Module):
@@ -206,6 +229,14 @@ class DiTBlock(nn.Module):
         """h [B, T, D], temb [B, D] → [B, T, D]."""
         norm, gate_msa, shift_mlp, scale_mlp, gate_mlp = self.attn_norm(h, temb)
         h = h + gate_msa.unsqueeze(1) * self.attn(norm, attn_mask, rope)
+        f = self.ff_norm(h) * (1 + scale_mlp[:, None]) + shift_mlp[:, None]
+        return h + gate_mlp.unsqueeze(1) * self.ff(f)
+
+    def forward_from(self, h: torch.Tensor, temb: torch.Tensor, attn_mask: torch.Tensor, rope: torch.Tensor,
+                     state: DiTStepState, index: int) -> torch.Tensor:
+        """`forward` for new frames only, attending to block `index`'s kept keys/values in `state`."""
+        norm, gate_msa, shift_mlp, scale_mlp, gate_mlp = self.attn_norm(h, temb)
+        h = h + gate_msa.unsqueeze(1) * self.attn.forward_from(norm, attn_mask, rope, state, index)
         f = self.ff_norm(h) * (1 + scale_mlp[:, None]) + shift_mlp[:, None]
         return h + gate_mlp.unsqueeze(1) * self.ff(f)
 
@@ -311,3 +342,47 @@ class DiT(nn.Module):
         for block in self.transformer_blocks:
             h = block(h, temb, attn_mask, rope)
         return self.proj_out(self.norm_out(h, temb)).transpose(1, 2).float()
+
+    def forward_from(self, x: torch.Tensor, mu: torch.Tensor, t: torch.Tensor, spks: torch.Tensor,
+                     cond: torch.Tensor, start: int, state: DiTStepState) -> torch.Tensor:
+        """The streaming (chunk-causal) velocity of frames [start, start + T) only, given `state`: the keys,
+        values and convolution contexts of frames [0, start) at this Euler step (`dit_stream.py`). `start`
+        is a multiple of `static_chunk_size`. What this pass computes is left in the state's pending fields.
+        x, mu, cond [B, F, T] of the new frames; t [B] or 0-d; spks [B, F_spk]. Returns [B, mel_dim, T]
+        float32: what `forward(..., streaming=True)` over frames [0, start + T) returns for these frames."""
+        b, _, frames = x.shape
+        chunk = self.cfg.static_chunk_size
+        if start % chunk:
+            raise ValueError(f"a pass starts on a chunk boundary; {start} is not a multiple of {chunk}")
+        if t.ndim == 0:
+            t = t.repeat(b)
+        low = self.compute_dtype
+        temb = self.time_embed(t.float()).to(low)
+        x, mu, spks, cond = x.to(low), mu.to(low), spks.to(low), cond.to(low)
+        h = self._embed_from(x.transpose(1, 2), cond.transpose(1, 2), mu.transpose(1, 2), spks, state)
+        rope = self.rotary_embed(start + frames)[:, start:]
+        # Cached keys lie in earlier chunks (all visible); the new keys follow the chunk rule among themselves.
+        new = chunk_mask(frames, chunk, -1, x.device)  # start is a chunk boundary, so chunks line up
+        mask = torch.cat([torch.ones(frames, start, dtype=torch.bool, device=x.device), new], dim=1)[None, None]
+        state.pending_keys, state.pending_values = [], []
+        for index, block in enumerate(self.transformer_blocks):
+            h = block.forward_from(h, temb, mask, rope, state, index)
+        return self.proj_out(self.norm_out(h, temb)).transpose(1, 2).float()
+
+    def _embed_from(self, x: torch.Tensor, cond: torch.Tensor, mu: torch.Tensor, spks: torch.Tensor,
+                    state: DiTStepState) -> torch.Tensor:
+        """`InputEmbedding` of the new frames, its two causal convolutions reading the kept contexts."""
+        embed = self.input_embed
+        parts = [x, cond, mu]
+        if embed.spk_dim > 0:
+            parts.append(spks.unsqueeze(1).expand(-1, x.size(1), -1))
+        proj = embed.proj(torch.cat(parts, dim=-1))
+        pos = embed.conv_pos_embed
+        if state.proj_context is None:
+            state.proj_context = proj.new_zeros(proj.size(0), pos.pad, proj.size(2))
+            state.conv_context = proj.new_zeros(proj.size(0), pos.pad, proj.size(2))
+        state.pending_proj = torch.cat([state.proj_context.to(proj), proj], dim=1)
+        first = pos.conv1(state.pending_proj.transpose(1, 2)).transpose(1, 2)
+        state.pending_conv = torch.cat([state.conv_context.to(first), first], dim=1)
+        second = pos.conv2(state.pending_conv.transpose(1, 2)).transpose(1, 2)
+        return second + proj
