@@ -16,7 +16,7 @@ from pathlib import Path
 
 from .errors import Cancelled, InvalidRequest
 from .types import (Audio, AudioChunk, CheckedRequest, EngineInfo, Mode, ProgressCallback, ProgressEvent,
-                    SynthesisRequest)
+                    SpeakerEmbedder, SynthesisRequest)
 from .validation import DEFAULT_MAX_TEXT_CHARS, check_request, mode_hint
 
 log = logging.getLogger(__name__)
@@ -99,6 +99,11 @@ class Engine(ABC):
 
     def unregister_voice(self, voice_id: str) -> None:
         """Forget a saved voice; unknown ids (and backends without saved voices) are ignored."""
+
+    def speaker_embedder(self) -> SpeakerEmbedder | None:
+        """The backend's speaker network, lent to tell the voices of a recording apart (a dub's transcribed
+        cues); None (this default) when it has none, and the caller uses its own weightless statistics."""
+        return None
 
     def reading(self, text: str) -> list[str]:
         """How this engine will read `text`: the segments it renders, after its own normalisation and split

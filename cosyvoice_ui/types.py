@@ -120,6 +120,17 @@ ProgressCallback = Callable[[ProgressEvent], None]
 
 
 @dataclass(frozen=True)
+class SpeakerEmbedder:
+    """A speaker network a backend lends (`Engine.speaker_embedder`), to tell voices apart: `embed` turns a
+    recording into a vector; two recordings whose vectors are closer than `threshold` (cosine distance) are
+    taken for one voice. `name` says which network, for logs."""
+
+    name: str
+    embed: Callable[[Audio], np.ndarray]
+    threshold: float
+
+
+@dataclass(frozen=True)
 class Precision:
     """How a loaded model computes: "stock" (upstream's numbers) or "fast" (opt-in speed for accuracy),
     and what each stage runs as. Backends without a precision switch report None in `EngineInfo`."""

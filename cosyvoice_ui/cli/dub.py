@@ -4,9 +4,9 @@ The cues (an SRT or WebVTT in the target language, speakers labelled as in scrip
 dubbing project (`studio.dub`) in `--project` (default: OUT.dub beside `--out`); each cue is one speech job
 (`serving.jobs`, built by `common.speech_jobs`) in its speaker's voice, by default cut from the video itself.
 Rerunning the same command renders only the cues without a finished take; a changed subtitle file keeps the takes
-of the cues it did not change. Without `--cues` the video's speech is transcribed into cues (`studio.dub_transcribe`)
-and written to the project's cues.srt, to translate and give back. Ctrl-C stops cleanly (exit 130) and says how to
-resume.
+of the cues it did not change. Without `--cues` the video's speech is transcribed into cues (`studio.dub_transcribe`),
+its speakers told apart by voice (`--speakers`), and written to the project's cues.srt, to translate and give back.
+Ctrl-C stops cleanly (exit 130) and says how to resume.
 """
 
 from __future__ import annotations
@@ -67,6 +67,9 @@ def add_dub_parser(sub) -> None:
     lang.add_argument("--seed", type=int, default=None, help="seed of every cue's first take (default 1)")
     lang.add_argument("--asr-model", default="auto", metavar="NAME", help="without --cues: the recogniser (auto: "
                       "a downloaded Whisper model, else pocketsphinx for English; see list-models)")
+    lang.add_argument("--speakers", default="auto", metavar="N", help="without --cues: how many people speak (auto: "
+                      "told apart by their voices, at most 8; 1: one voice for every cue); cues.srt names them "
+                      "\"Speaker 1: ...\", to correct there")
     lang.add_argument("--models-dir", type=Path, default=Path("pretrained_models"))
     cues = p.add_argument_group("cues (numbered from 1, as printed)")
     cues.add_argument("--regenerate", default="", metavar="N[,N]", help="a new take (a new seed) of these cues")
@@ -114,6 +117,7 @@ def cmd_dub(args) -> int:
     speech, options = speech_jobs(args, glossary, surface="dub")
     progress = TerminalProgress()
     source_lang = args.source_lang.strip().lower() or "und"
+    engine = None
     if DubProject.exists(folder):
         project = DubProject.open(folder)
         if not project.same_media(args.media):
@@ -124,18 +128,19 @@ def cmd_dub(args) -> int:
         if changed:
             progress.note(f"the subtitles changed since the last run: {changed} cue(s) are new or edited")
     elif cues is None:  # the source's own words, to re-voice as they are or to translate and give back
-        cues, heard = _transcribe(args, progress)
+        engine = load_engine(args, progress)  # first: its speaker network, if it has one, tells the voices apart
+        cues, heard = _transcribe(args, progress, engine)
         source_lang = source_lang if source_lang != "und" else (heard or "und")
         project = DubProject.create(folder, args.media, cues, DubSettings(
             source_lang=source_lang, target_lang=(args.lang or source_lang).strip().lower()))
         written = write_cue_file(project)
-        progress.note(f"transcribed {len(cues)} cue(s) into {written}: translate or correct it there and run again "
-                      f"with --cues {written} (now dubbing the words as heard)")
+        progress.note(f"transcribed {len(cues)} cue(s) into {written}, {_voices(project)}: translate or correct "
+                      f"it there and run again with --cues {written} (now dubbing the words as heard)")
     else:
         project = DubProject.create(folder, args.media, cues, DubSettings(
             source_lang=source_lang, target_lang=(args.lang or guess_language([c.text for c in cues])).strip().lower()))
     _apply_settings(project, args, FitPolicy)
-    engine = load_engine(args, progress)
+    engine = engine or load_engine(args, progress)
     if voice_map is not None:
         for name, (choice, sample) in read_voice_map(args.voices, engine.info, speech.library.ids(),
                                                      voice_map).items():
@@ -239,13 +244,20 @@ def _edit_cues(project, args, fit_changes: dict | None = None) -> list[str]:
     return [project.cues[number - 1].id for number in numbers(args.regenerate, "--regenerate")]
 
 
-def _transcribe(args, progress):
-    from ..serving.transcription import backend_for, shared_transcriber
+def _transcribe(args, progress, engine):
+    from ..serving.transcription import backend_for, shared_transcriber, speaker_separation
     from ..studio.dub_transcribe import transcribed_cues
 
+    speakers = speaker_separation(engine, args.speakers)
     language = args.source_lang if args.source_lang and args.source_lang != "und" else None
     return transcribed_cues(args.media, shared_transcriber(args.models_dir), language, backend_for(args.asr_model),
-                            progress)
+                            progress, speakers)
+
+
+def _voices(project) -> str:
+    """How many voices the transcription told apart, as the note after it says it."""
+    names = project.speakers()
+    return "one voice" if len(names) == 1 else f"{len(names)} voices ({', '.join(names)}: check who says what)"
 
 
 def write_cue_file(project) -> Path:

@@ -5,6 +5,7 @@ recogniser this machine has: a Whisper checkpoint the user downloaded (`pretrain
 languages), else pocketsphinx (English only, needs no download). Models load on first use, one job runs at a time,
 and they are released after `idle_release_s` without use, like the TTS model. `check_transcript_fits` is the
 family-independent check, before a clone job, that a transcript can be what the recording says.
+`speaker_separation` tells the voices of several recordings apart (a dub's transcribed cues).
 
 The backend code is `cosyvoice_ui/asr/`, imported here lazily (it loads torch/transformers/pocketsphinx).
 """
@@ -19,10 +20,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from ..audio import MAX_TRANSCRIBE_SECONDS, peak_dbfs, to_mono_float
 from ..errors import InvalidRequest
 from ..settings import DEFAULT_MODELS_DIR
-from ..types import Audio, ProgressCallback, ProgressEvent
+from ..types import Audio, ProgressCallback, ProgressEvent, SpeakerEmbedder
 
 log = logging.getLogger(__name__)
 
@@ -269,6 +272,49 @@ def shared_transcriber(models_dir: Path | None, idle_release_s: float = 300.0) -
         if key not in _SHARED:
             _SHARED[key] = Transcriber(models_dir, idle_release_s=idle_release_s)
         return _SHARED[key]
+
+
+@dataclass(frozen=True)
+class SpeakerSeparation:
+    """How the recordings of one source (a dub's transcribed stretches) are told apart by voice
+    (`asr/speakers.py`): `embed` each, then `labels` numbers the speakers in the order they first speak.
+    `embedder`: the loaded model's speaker network when it lends one, else weightless voice statistics;
+    `count`: how many people speak, when the user says (None: as many as the voices show)."""
+
+    embedder: SpeakerEmbedder
+    count: int | None = None
+
+    def embed(self, audio: Audio) -> np.ndarray:
+        return np.asarray(self.embedder.embed(audio), np.float32).reshape(-1)
+
+    def labels(self, vectors: list[np.ndarray], seconds: list[float]) -> list[int]:
+        from ..asr.speakers import cluster_speakers
+
+        if not vectors:
+            return []
+        return cluster_speakers(np.stack(vectors), seconds, self.embedder.threshold, self.count)
+
+
+def speaker_separation(engine=None, count: str | int | None = None) -> SpeakerSeparation:
+    """The separation for `engine`'s speaker network (`Engine.speaker_embedder`), or voice statistics when it
+    has none or no engine is given. `count`: how many people speak, 1 to `MAX_SPEAKERS` (a number or its text;
+    None, "" or "auto": as many as the voices show)."""
+    from ..asr.speakers import MAX_SPEAKERS, VOICE_STATISTICS_THRESHOLD, voice_statistics
+
+    text = str(count if count is not None else "").strip().lower()
+    if text in ("", "auto"):
+        number = None
+    elif text.isdigit() and 1 <= int(text) <= MAX_SPEAKERS:
+        number = int(text)
+    else:
+        raise InvalidRequest("speakers_count", f"the number of speakers {text[:20]!r} is not one to tell apart; "
+                             f"give how many people speak, 1 to {MAX_SPEAKERS}, or auto to let their voices say",
+                             value=text[:20], max=MAX_SPEAKERS)
+    lent = engine.speaker_embedder() if engine is not None else None
+    if lent is None:
+        lent = SpeakerEmbedder("voice statistics", voice_statistics, VOICE_STATISTICS_THRESHOLD)
+    log.info("speakers are told apart by %s", lent.name)
+    return SpeakerSeparation(lent, number)
 
 
 def backend_for(asr_model: str | None) -> str | None:

@@ -8,11 +8,13 @@ original speakers' voices, kept in a folder so that a stopped job resumes where 
     FOLDER/takes/       the cues' takes as rendered (raw: silent edges trimmed, nothing else)
     FOLDER/fitted/      takes fitted to their cues (a cache, rebuilt when missing)
 
-A speaker's voice is by default their own audio cut from the source: their longest cue (joined with their next
-longest while it is under `MIN_VOICE_S`), at most `MAX_VOICE_S`. A saved voice, a preset or a sample recording
-may be chosen instead (`set_voice`). The mode of a cue (`DubCue.mode`, "auto" by default): cross-lingual when the
-target language differs from the source's, or is not known; zero-shot with the cut's own transcript when they are
-the same (the subtitles then say what the source says); instruct when the cue asks.
+A speaker's voice is by default their own audio cut from the source: their longest clean cue (`dub_clean.py`:
+alone, not clipped, well above the noise, mostly speech), joined with their next longest clean ones while it is
+under `TARGET_VOICE_S`, at most `MAX_VOICE_S`; other cues only when the clean ones are too short. A saved voice,
+a preset or a sample recording may be chosen instead (`set_voice`). The mode of a cue (`DubCue.mode`, "auto" by
+default): cross-lingual when the target language differs from the source's, or is not known; zero-shot with the
+cut's own transcript when they are the same (the subtitles then say what the source says); instruct when the cue
+asks.
 
 Rendering and export are in `dub_render.py`; cues and the fit policy in `dub_cues.py`; ffmpeg in `dub_media.py`.
 
@@ -34,6 +36,7 @@ from ..audio import OWN_AUDIO_LIMITS, encode, read_audio, trim_silence
 from ..errors import InvalidRequest
 from ..files import write_atomic
 from ..types import Audio, EngineInfo
+from .dub_clean import CueSound, measure, near_another_speaker
 from .dub_cues import DubCue, DubTake, FitPolicy, check_cues
 from .dub_media import probe, read_clip
 from .voice_map import VoiceChoice
@@ -46,6 +49,7 @@ VOICE_RATE = 24000  # the rate a speaker's voice is cut at (every family reads a
 MIN_VOICE_S = 3.0  # the least a clone needs (audio.MIN_PROMPT_SECONDS)
 TARGET_VOICE_S = 5.0  # more of the speaker's cues are joined while the cut is shorter than this
 MAX_VOICE_S = 10.0
+MAX_EXAMINED = 20  # a speaker's longest cues read to find clean ones (a 30-minute film's lead has hundreds)
 JOIN_GAP_S = 0.15
 ORIGINAL_MODES = ("duck", "replace")
 
@@ -89,11 +93,14 @@ class DubSettings:
 
 @dataclass
 class SourceVoice:
-    """A speaker's voice cut from the source: the file in `voices/`, its length, and what it says when known."""
+    """A speaker's voice cut from the source: the file in `voices/`, its length, what it says when known, whether
+    only clean cues went into it (None: cut before cues were checked) and which cues did."""
 
     file: str
     seconds: float
     transcript: str = ""
+    clean: bool | None = None
+    cues: list[str] = field(default_factory=list)
 
 
 class DubProject:
@@ -308,40 +315,76 @@ class DubProject:
         return read_audio(self.voices_dir / choice.value, what="sample recording")
 
     def source_voice(self, speaker: str) -> SourceVoice:
-        """The speaker's voice cut from the source (made once, then kept): their longest cue, joined with their
-        next longest while under `TARGET_VOICE_S`, at most `MAX_VOICE_S`. Refused when they speak under
-        `MIN_VOICE_S` in all."""
+        """The speaker's voice cut from the source (made once, then kept): their longest clean cue (alone, not
+        clipped, well above the noise, mostly speech: `dub_clean.py`), joined with their next longest clean ones
+        while under `TARGET_VOICE_S`, at most `MAX_VOICE_S`. Only when their clean cues come to less than
+        `MIN_VOICE_S` are the others joined too (clean first, then by length), and the record says so
+        (`SourceVoice.clean` False). Refused when they speak under `MIN_VOICE_S` in all."""
         known = self.sources.get(speaker)
         if known is not None and (self.voices_dir / known.file).is_file():
             return known
-        own = sorted((c for c in self.cues if c.speaker == speaker), key=lambda c: c.seconds, reverse=True)
-        pieces, texts, total, whole = [], [], 0.0, True
-        for cue in own:
-            seconds = min(cue.seconds, MAX_VOICE_S - total)
-            if seconds < 0.5:
-                break
-            clip = read_clip(self.media_path, cue.start, seconds, VOICE_RATE)
-            clip = trim_silence(Audio(clip, VOICE_RATE), pad_s=0.05).samples if len(clip) else clip
-            if not len(clip):
-                continue
-            if pieces:
-                pieces.append(np.zeros(int(JOIN_GAP_S * VOICE_RATE), np.float32))
-            pieces.append(clip)
-            texts.append(cue.source_text or cue.text)
-            whole = whole and seconds >= cue.seconds - 1e-3
+        examined = self._examined(speaker)
+        clean = [(cue, clip) for cue, clip, sound in examined if sound.clean]
+        pieces, texts, used, whole = _joined(clean)
+        total = sum(len(p) for p in pieces) / VOICE_RATE
+        if total < MIN_VOICE_S:
+            pieces, texts, used, whole = _joined(clean + [(cue, clip) for cue, clip, sound in examined
+                                                          if not sound.clean])
             total = sum(len(p) for p in pieces) / VOICE_RATE
-            if total >= TARGET_VOICE_S:
-                break
         if total < MIN_VOICE_S:
             raise InvalidRequest("dub_voice_too_short", f"{speaker} speaks for only {total:.1f} s in the source; a "
                                  f"voice needs at least {MIN_VOICE_S:g} s, so give {speaker} a saved voice, a preset "
                                  "or a sample recording", speaker=speaker, seconds=round(total, 2))
+        problems = {cue.id: sound.problems for cue, _, sound in examined if cue.id in used and not sound.clean}
+        number = {cue.id: place for place, cue in enumerate(self.cues, start=1)}
+        if problems:
+            log.warning("%s's voice is cut from cues that are not clean (too few clean ones): %s", speaker,
+                        "; ".join(f"cue {number[cue_id]} {', '.join(found)}" for cue_id, found in problems.items()))
         name = f"source_{_file_name(speaker)}.flac"
         self.voices_dir.mkdir(parents=True, exist_ok=True)
         write_atomic(self.voices_dir / name, encode(np.concatenate(pieces), VOICE_RATE, "flac"))
-        source = SourceVoice(name, round(total, 3), " ".join(texts) if whole else "")
+        source = SourceVoice(name, round(total, 3), " ".join(texts) if whole else "", not problems, used)
         self.sources[speaker] = source
         return source
+
+    def _examined(self, speaker: str) -> list[tuple[DubCue, np.ndarray, CueSound]]:
+        """The speaker's longest cues (at most `MAX_EXAMINED`, longest first), each with its sound (up to
+        `MAX_VOICE_S`) and what it measures; reading stops once the clean ones hold enough for any cut."""
+        own = sorted((c for c in self.cues if c.speaker == speaker), key=lambda c: c.seconds, reverse=True)
+        examined, clean_seconds = [], 0.0
+        for cue in own[:MAX_EXAMINED]:
+            clip = read_clip(self.media_path, cue.start, min(cue.seconds, MAX_VOICE_S), VOICE_RATE)
+            sound = measure(clip, VOICE_RATE, near_another_speaker(cue, self.cues))
+            examined.append((cue, clip, sound))
+            clean_seconds += cue.seconds if sound.clean else 0.0
+            if clean_seconds >= MAX_VOICE_S:
+                break
+        return examined
+
+
+def _joined(candidates: list[tuple[DubCue, np.ndarray]]) -> tuple[list[np.ndarray], list[str], list[str], bool]:
+    """The cut from `candidates` in their order: each one's sound (silent edges trimmed, `JOIN_GAP_S` between)
+    while the cut is under `TARGET_VOICE_S`, at most `MAX_VOICE_S`. Returns the pieces, their words, the cues
+    used and whether every cue went in whole (only then are the words the cut's transcript)."""
+    pieces, texts, used, total, whole = [], [], [], 0.0, True
+    for cue, clip in candidates:
+        seconds = min(cue.seconds, MAX_VOICE_S - total)
+        if seconds < 0.5:
+            break
+        clip = clip[:int(round(seconds * VOICE_RATE))]
+        clip = trim_silence(Audio(clip, VOICE_RATE), pad_s=0.05).samples if len(clip) else clip
+        if not len(clip):
+            continue
+        if pieces:
+            pieces.append(np.zeros(int(JOIN_GAP_S * VOICE_RATE), np.float32))
+        pieces.append(clip)
+        texts.append(cue.source_text or cue.text)
+        used.append(cue.id)
+        whole = whole and seconds >= cue.seconds - 1e-3
+        total = sum(len(p) for p in pieces) / VOICE_RATE
+        if total >= TARGET_VOICE_S:
+            break
+    return pieces, texts, used, whole
 
 
 def _file_name(name: str) -> str:

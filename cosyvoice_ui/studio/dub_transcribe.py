@@ -4,8 +4,11 @@ it is transcribed (`serving.transcription.Transcriber`: a downloaded Whisper mod
 The recognisers give text without times, so the times are the speech's own: 20 ms frames louder than the file's
 loudest stretch minus `RANGE_DB` (and than `FLOOR_DBFS`) are speech; pauses under `JOIN_GAP_S` are bridged,
 stretches under `MIN_SPEECH_S` dropped, and a stretch longer than `MAX_CUE_S` is split at its quietest frame.
-Every cue is said by `script.NARRATOR` (speakers are not told apart); the words are the source's, for the user to
-translate or correct in the written SRT (`cues.srt` in the project) and to give back with `--cues`.
+The speakers are told apart by voice when a `SpeakerSeparation` is given (`serving.transcription`: each stretch's
+voice embedded, the stretches clustered): "Speaker 1", "Speaker 2", ... in the order they first speak, or
+`script.NARRATOR` for every cue when one voice is heard (or no separation is given). The words are the source's
+and the labels the clustering's, for the user to translate or correct in the written SRT (`cues.srt` in the
+project, labelled "Speaker 1: ..." when there are several) and to give back with `--cues`.
 
 The sound is read a minute at a time: the frames' loudness is all that is kept of the whole file.
 
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -24,6 +28,9 @@ from ..types import Audio, ProgressCallback
 from .dub_cues import DubCue
 from .dub_media import probe, read_clip
 from .script import NARRATOR
+
+if TYPE_CHECKING:
+    from ..serving.transcription import SpeakerSeparation
 
 log = logging.getLogger(__name__)
 
@@ -96,14 +103,16 @@ def _split(level: np.ndarray, first: int, last: int) -> list[tuple[int, int]]:
 
 
 def transcribed_cues(path: Path, transcriber, language: str | None = None, backend: str | None = None,
-                     progress: ProgressCallback | None = None) -> tuple[list[DubCue], str]:
-    """Cues of the speech in `path`, each with the words heard (as `text` and `source_text`), and the language the
-    recogniser heard ("" when it did not say). Refused when no speech is found."""
+                     progress: ProgressCallback | None = None,
+                     speakers: SpeakerSeparation | None = None) -> tuple[list[DubCue], str]:
+    """Cues of the speech in `path`, each with the words heard (as `text` and `source_text`) and its speaker (told
+    apart by `speakers`, see the module), and the language the recogniser heard ("" when it did not say). Refused
+    when no speech is found."""
     from ..engine import report
 
     info = probe(path)
     stretches = speech_stretches(path, info.duration)
-    cues, heard = [], ""
+    cues, voices, heard = [], [], ""
     for number, (start, end) in enumerate(stretches, start=1):
         report(progress, "transcribe", (number - 1) / len(stretches), f"transcribing stretch {number}/"
                f"{len(stretches)}", "dub_transcribe", stretch=number, stretches=len(stretches))
@@ -117,7 +126,19 @@ def transcribed_cues(path: Path, transcriber, language: str | None = None, backe
         heard = heard or transcript.language
         cues.append(DubCue(f"c{len(cues) + 1:04d}", start, end, transcript.text, NARRATOR,
                            source_text=transcript.text))
+        if speakers is not None:
+            voices.append(speakers.embed(Audio(clip, RATE)))
     if not cues:
         raise InvalidRequest("dub_no_speech", f"no speech was found in {Path(path).name!r} to transcribe into cues; "
                              "give the subtitles with --cues", file=Path(path).name)
+    if speakers is not None:
+        labels = speakers.labels(voices, [cue.seconds for cue in cues])
+        if len(set(labels)) > 1:  # one voice stays the narrator's: its cues.srt needs no labels to read back
+            for cue, label in zip(cues, labels):
+                cue.speaker = speaker_name(label)
     return cues, heard
+
+
+def speaker_name(label: int) -> str:
+    """The name of speaker `label` (0-based): "Speaker 1", ... (a script name: two words, no punctuation)."""
+    return f"Speaker {label + 1}"

@@ -378,11 +378,12 @@ def test_without_cues_the_speech_is_transcribed_into_cues(fake, video: Path, tmp
     written = tmp_path / "out.mp4.dub" / "cues.srt"
     assert f"into {written}" in capsys.readouterr().err
     cues = parse(written.read_text(encoding="utf-8"))
-    assert [c.text for c in cues] == [f"Line {n} of the talk." for n in range(1, 6)]
+    voices = ["Speaker 1", "Speaker 2", "Speaker 1", "Speaker 2", "Speaker 1"]  # told apart (220 and 120 Hz)
+    assert [c.text for c in cues] == [f"{who}: Line {n} of the talk." for n, who in enumerate(voices, start=1)]
     for cue, (start, end, *_) in zip(cues, LINES):
         assert abs(cue.start - start) <= 0.15 and abs(cue.end - end) <= 0.15
     assert [r.mode for r in engine.requests] == [Mode.ZERO_SHOT] * 5
-    assert engine.requests[0].prompt_text == "Line 2 of the talk. Line 1 of the talk."  # the cut: its longest two
+    assert engine.requests[0].prompt_text == "Line 1 of the talk. Line 3 of the talk."  # Speaker 1's longest two
     assert streams(out)[1]["tags"]["language"] == "eng"
 
     translated = tmp_path / "translated.srt"

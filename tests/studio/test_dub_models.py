@@ -101,3 +101,36 @@ def test_a_tiny_cosyvoice3_dubs_cross_lingually_in_voices_cut_from_the_video(tin
     errors = check_dubbed(out, video, tmp_path / "out.srt", tmp_path / "stems")
     print("tiny v3: onset and end errors (ms):", [(round(a * 1000), round(b * 1000)) for a, b in errors],
           "flagged:", flagged)
+
+
+def test_the_offline_voices_two_speakers_are_told_apart_in_their_transcribed_cues(tmp_path: Path) -> None:
+    """The kit's video in the offline voice (Alice a woman's preset, Bob a man's), transcribed into cues without
+    subtitles: the voice statistics give Alice's cues one speaker and Bob's the other, and each speaker's voice is
+    cut from their own cues."""
+    from tests.offline.conftest import require_offline
+
+    from cosyvoice_ui.asr.speakers import cosine_distances, voice_statistics
+    from cosyvoice_ui.serving.transcription import Transcript, speaker_separation
+    from cosyvoice_ui.studio.dub import DubProject, DubSettings
+    from cosyvoice_ui.studio.dub_media import read_clip
+    from cosyvoice_ui.studio.dub_transcribe import transcribed_cues
+    from cosyvoice_ui.types import Audio
+
+    class Stub:
+        def transcribe(self, audio, language=None, progress=None, backend=None):
+            return Transcript("Words.", "en", "stub")
+
+    require_offline()
+    video = make_video(tmp_path / "talk.mp4", offline_source(tmp_path), RATE)
+    cues, _ = transcribed_cues(video, Stub(), speakers=speaker_separation())
+    assert [c.speaker for c in cues] == ["Speaker 1", "Speaker 2", "Speaker 1", "Speaker 2", "Speaker 1"]
+    vectors = [voice_statistics(Audio(read_clip(video, c.start, c.seconds, 16000), 16000)) for c in cues]
+    distances = cosine_distances(np.stack(vectors))
+    same = [distances[i, j] for i in range(5) for j in range(i + 1, 5) if cues[i].speaker == cues[j].speaker]
+    other = [distances[i, j] for i in range(5) for j in range(i + 1, 5) if cues[i].speaker != cues[j].speaker]
+    print(f"offline voice, Alice and Bob: within {max(same):.3f}, between {min(other):.3f}")
+    project = DubProject.create(tmp_path / "dub", video, cues, DubSettings("en", "en"))
+    for name in ("Speaker 1", "Speaker 2"):
+        source = project.source_voice(name)
+        assert source.cues and set(source.cues) <= {c.id for c in cues if c.speaker == name}
+        assert source.clean, name  # alone, unclipped, far above the silence between lines
