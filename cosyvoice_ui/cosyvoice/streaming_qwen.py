@@ -15,8 +15,10 @@ runs every token with `finalize=True` and full attention (upstream's choice, §7
 Vocoders:
 * `ChunkedVocoderStream` (v2, non-causal HiFT): the v1 way minus the mel cross-fade: the last 8 mel frames
   and 3840 source samples are re-run at the head of the next chunk and the speech is cross-faded there.
-* `CausalVocoderStream` (v3, causal HiFT): the whole mel so far is re-vocoded each chunk
-  (`finalize=False` withholds the look-ahead frames' audio, §5.8) and only the samples not yet emitted go out.
+* `CausalVocoderStream` (v3, causal HiFT): upstream re-vocodes the whole mel so far each chunk (`finalize=False`
+  withholds the look-ahead frames' audio, §5.8) and sends the samples not yet emitted; here f0 and the source
+  run over the whole mel, the decoder only over the new frames and a causal context before them
+  (`CausalHiFTGenerator.inference_from`), which gives the same samples.
 
 Not here: the LLM, text handling, or anything about requests.
 """
@@ -131,8 +133,13 @@ class CausalVocoderStream(_QwenTokenToWave):
 
     def _vocode_chunk(self, mel: torch.Tensor, finalize: bool) -> torch.Tensor:
         self.mel = mel if self.mel is None else torch.cat([self.mel, mel], dim=2)
-        speech, _ = self.hift.inference(self.mel, finalize)
-        new = speech[:, self.emitted:]
+        step = self.hift.upsample_factor
+        if hasattr(self.hift, "inference_from") and self.emitted % step == 0:
+            # Decode only the new frames and their causal context; the samples are the same.
+            new = self.hift.inference_from(self.mel, self.emitted // step, finalize)
+        else:
+            speech, _ = self.hift.inference(self.mel, finalize)
+            new = speech[:, self.emitted:]
         self.emitted += new.size(1)
         return new
 

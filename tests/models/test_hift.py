@@ -713,3 +713,28 @@ def test_wave_from_saved_source_and_end_to_end(family: str, case: str, seed: int
     wave, source = model.inference(golden[f"{case}.mel"], generator=torch.Generator().manual_seed(seed))
     assert_close(source, golden[f"{case}.source"], 5e-4, f"{family} {case} source end to end")
     assert_close(wave, golden[f"{case}.wave"], 1e-3, f"{family} {case} wave end to end")
+
+
+@pytest.mark.parametrize("finalize", [False, True])
+def test_v3_window_from_a_frame_gives_the_whole_run_s_samples(v3: CausalHiFTGenerator, finalize: bool) -> None:
+    """A streamed chunk decodes only its frames and a causal context (`inference_from`), yet its samples are
+    those of re-vocoding the whole mel, as upstream does."""
+    mel = torch.randn(1, 80, 160, generator=torch.Generator().manual_seed(3)) - 5.0
+    whole, _ = v3.inference(mel, finalize)
+    step = v3.upsample_factor
+    for first in (0, 7, 60, 120):
+        part = v3.inference_from(mel, first, finalize)
+        assert_close(part, whole[:, first * step:], 1e-5, f"window from frame {first}")
+
+
+def test_v3_window_context_covers_the_decoder_s_reach(v3: CausalHiFTGenerator) -> None:
+    """The context is what makes the window exact: with none, the first frames come out different."""
+    mel = torch.randn(1, 80, 160, generator=torch.Generator().manual_seed(4)) - 5.0
+    whole, _ = v3.inference(mel, False)
+    saved = v3.WINDOW_CONTEXT_FRAMES
+    try:
+        v3.WINDOW_CONTEXT_FRAMES = 0
+        bare = v3.inference_from(mel, 100, False)
+    finally:
+        v3.WINDOW_CONTEXT_FRAMES = saved
+    assert (bare - whole[:, 100 * v3.upsample_factor:]).abs().max().item() > 1e-4

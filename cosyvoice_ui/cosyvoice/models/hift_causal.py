@@ -145,6 +145,28 @@ class CausalHiFTGenerator(HiFTGenerator):
         log.debug("causal hift: mel %s finalize=%s -> source %d samples", tuple(mel.shape), finalize, s.size(-1))
         return self.decode(mel, s, finalize), s
 
+    # Mel frames before a window's first wanted frame that the decoder re-runs as context. Every layer of the
+    # decoder is causal or looks right only (conv_pre): the full-size v3 stack reaches about 22 frames back
+    # (the first stage's resblocks: 120 samples at 8 per frame, plus its 16-tap up-sampling conv; the later
+    # stages a few frames more), and the source STFT's and the last stage's reflect padding touch only the
+    # window's first frame. 50 frames leave twice that.
+    WINDOW_CONTEXT_FRAMES = 50
+
+    @torch.inference_mode()
+    def inference_from(self, mel: torch.Tensor, first_frame: int, finalize: bool = True) -> torch.Tensor:
+        """The wave of `inference(mel, finalize)` from sample U·first_frame on, decoding only a window that
+        starts `WINDOW_CONTEXT_FRAMES` earlier: a stream's later chunks then cost their own frames plus the
+        context, not the whole mel again. f0 and the source still run over every frame (cheap next to the
+        decoder), because the sine's phase is a running sum from the first sample."""
+        f0 = self.predict_f0(mel, finalize)
+        s = self.source(f0)
+        if not finalize:
+            mel = mel[..., : -self.f0_predictor.look_ahead]
+        start = max(0, first_frame - self.WINDOW_CONTEXT_FRAMES)
+        u = self.upsample_factor
+        wave = self.decode(mel[..., start:], s[..., start * u:], finalize)
+        return wave[:, (first_frame - start) * u:]
+
 
 RngOps = list[tuple[str, tuple[int, ...]]]
 
