@@ -26,6 +26,7 @@ MESSAGES: dict[str, str] = {
     "dub_cue_unknown": "没有第 {cue} 条字幕；字幕条目从 1 开始编号，见字幕表。",
     "dub_no_speech": "在 “{file}” 中没有找到可识别成字幕的语音；请提供字幕文件（--cues）。",
     "dub_speed_range": "语速范围 {min:g}-{max:g} 不可用；最慢语速请选 0.5 到 1，最快语速请选 1 到 2（例如 0.85-1.2）。",
+    "speakers_count": "说话人数「{value}」无法区分；请给出 1 到 {max} 之间的人数，或写 auto 让声音自己决定。",
     "dub_fit_invalid": "第 {cue} 条的对齐设置无效：只能设置 min_speed、max_speed（数字，如 0.9）和 overflow（true 或 false）。",
     "dub_fit_flag": "单条对齐的写法：--fit 条目序号，加上 --fit-speed 最慢-最快（如 0.9-1.3）和/或 --fit-overflow on|off。",
     "dub_take_flag": "--take 请写作 条目=版本，例如 --take 3=1。",
