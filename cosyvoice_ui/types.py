@@ -143,6 +143,7 @@ class Precision:
     flow_steps: int | None = None  # Euler steps when not the yaml's
     flow_prompt_seconds: float | None = None  # fast mode keeps only the prompt's last seconds in the flow
     flow_guidance: bool = True  # classifier-free guidance in the flow (extra-fast turns it off)
+    flow_chunked_last_pass: bool = False  # a stream's last flow pass in chunk attention from the kept frames (fast)
     prepared: str = ""  # "read" / "written" / "partly read": the prepared copies (fast on a CPU); "" none
 
     @property

@@ -103,3 +103,53 @@ def test_a_whole_stream_still_sounds_like_the_offline_render(tiny_v3: Path) -> N
     streamed = np.concatenate([c.samples for c in engine.synthesize(SynthesisRequest(Mode.ZERO_SHOT, stream=True,
                                                                                        **base))])
     assert streamed.size > 0 and np.all(np.isfinite(streamed))
+
+
+def _stream(engine, model_input) -> np.ndarray:
+    chunks = engine.render_input(model_input, torch.Generator().manual_seed(1), stream=True, forced_tokens=70)
+    return torch.cat([wave for wave, _ in chunks], dim=1)[0].numpy()
+
+
+def test_stock_streams_keep_upstream_s_full_attention_last_pass_and_kept_frames_change_nothing(
+        tiny_v3: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stock: kept frames (earlier passes', the voice's prompt chunks) and the windowed vocoder give the samples
+    a stream that recomputes everything gives; the last pass stays upstream's full attention."""
+    engine = load_engine(tiny_v3, device="cpu", precision="stock")
+    assert engine.precision.flow_chunked_last_pass is False
+    request = SynthesisRequest(Mode.ZERO_SHOT, text="A stream that keeps.", prompt_audio=voice_clip(4.0),
+                               prompt_text="A prompt transcript.", seed=3, stream=True)
+    model_input = engine._segment_jobs(request)[0][1]
+    kept = _stream(engine, model_input)
+    again = _stream(engine, model_input)  # the voice's prompt chunks come from the store this time
+    monkeypatch.setenv("COSYVOICE_FLOW_STREAM_CACHE_MB", "0")
+    recomputed = _stream(engine, model_input)
+    assert engine.flow.prompt_prefixes.hits >= 1
+    assert kept.shape == recomputed.shape == again.shape
+    assert np.abs(kept - recomputed).max() < 1e-4 and np.abs(again - recomputed).max() < 1e-4
+
+
+def test_fast_streams_run_the_last_pass_in_chunk_attention_from_the_kept_frames(tiny_v3: Path) -> None:
+    engine = load_engine(tiny_v3, device="cpu", precision="fast")
+    assert engine.precision.flow_chunked_last_pass is True
+    request = SynthesisRequest(Mode.ZERO_SHOT, text="A stream that keeps.", prompt_audio=voice_clip(4.0),
+                               prompt_text="A prompt transcript.", seed=3, stream=True)
+    model_input = engine._segment_jobs(request)[0][1]
+    calls = []
+    original = engine.flow.inference_from
+
+    def spy(*args, **kwargs):
+        calls.append(kwargs.get("finalize", False))
+        return original(*args, **kwargs)
+
+    engine.flow.inference_from = spy
+    chunked = _stream(engine, model_input)
+    assert calls == [False, False, True]  # every pass, the last one included, computes only its new frames
+    engine.flow.inference_from = original
+    engine.precision = type(engine.precision)(**{**engine.precision.__dict__, "flow_chunked_last_pass": False})
+    full = _stream(engine, model_input)
+    assert chunked.shape == full.shape
+    # Only the last pass's mel differs (the same frames, seen in chunk instead of full attention); the vocoder
+    # reads 7 frames past each sample (f0 3 + conv_pre 4), and a non-final chunk holds back its last 8 frames.
+    first_two = ((12 + 50) * 2 - 8) * 480
+    assert np.abs(chunked[:first_two] - full[:first_two]).max() < 1e-5
+    assert np.abs(chunked[first_two:] - full[first_two:]).max() > 0

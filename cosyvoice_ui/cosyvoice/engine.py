@@ -269,6 +269,8 @@ class CosyVoiceEngine(Engine):
             render_generator.set_state(generator.get_state())
         render = self.chunker.renderer(self.flow, self.hift, self.config_streaming, self._flow_prompt(model_input),
                                        render_generator, self.n_timesteps)
+        if hasattr(render, "chunked_last_pass"):
+            render.chunked_last_pass = self.precision.flow_chunked_last_pass
         if self.render_turns is not None:
             render = self.render_turns.wrap(render)
         base = index / total

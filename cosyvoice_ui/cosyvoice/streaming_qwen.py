@@ -49,6 +49,9 @@ class _QwenTokenToWave:
         # What this segment's chunk-causal passes keep for the next (v3's DiT flow; None: recompute all).
         new_state = getattr(flow, "new_stream_state", None)
         self.flow_state = new_state(n_timesteps) if new_state is not None else None
+        # The last pass of a stream in chunk attention from the kept frames too, instead of upstream's full
+        # attention over every frame (set by the engine for fast precision, `FastSettings.chunked_last_pass`).
+        self.chunked_last_pass = False
 
     @property
     def prompt_tokens(self) -> int:
@@ -68,11 +71,12 @@ class _QwenTokenToWave:
             mel = F.interpolate(mel, size=int(mel.shape[2] / speed), mode="linear")
         return self._vocode_whole(mel)
 
-    def _mel_kept(self, tokens: torch.Tensor, offset: int) -> torch.Tensor:
-        """`_mel(tokens, offset, streaming=True, finalize=False)`, computing only frames past the kept ones."""
+    def _mel_kept(self, tokens: torch.Tensor, offset: int, finalize: bool = False) -> torch.Tensor:
+        """`_mel(tokens, offset, streaming=True, finalize)`, computing only frames past the kept ones."""
         device = self.prompt.embedding.device
         mel, first = self.flow.inference_from(tokens.to(device), self.prompt.prompt_token, self.prompt.prompt_feat,
-                                              self.prompt.embedding, self.flow_state, n_timesteps=self.n_timesteps)
+                                              self.prompt.embedding, self.flow_state, n_timesteps=self.n_timesteps,
+                                              finalize=finalize)
         start = self.prompt.prompt_feat.size(1) + self.flow.generated_frames(offset)
         if start < first:
             raise RuntimeError(f"the flow kept frames up to {first}, past the chunk's start {start}")
@@ -80,8 +84,8 @@ class _QwenTokenToWave:
 
     def chunk(self, tokens: torch.Tensor, offset: int, finalize: bool) -> torch.Tensor:
         """tokens [1, N]: every token so far; the speech of the mel past `offset` tokens → [1, S]."""
-        if not finalize and self.flow_state is not None:
-            return self._vocode_chunk(self._mel_kept(tokens, offset), finalize)
+        if self.flow_state is not None and (not finalize or (self.chunked_last_pass and offset > 0)):
+            return self._vocode_chunk(self._mel_kept(tokens, offset, finalize), finalize)
         return self._vocode_chunk(self._mel(tokens, offset, streaming=not finalize, finalize=finalize), finalize)
 
     def _vocode_whole(self, mel: torch.Tensor) -> torch.Tensor:

@@ -158,14 +158,16 @@ class CausalMaskedDiffWithDiT(CausalTokenFlow):
 
     @torch.inference_mode()
     def inference_from(self, token: torch.Tensor, prompt_token: torch.Tensor, prompt_feat: torch.Tensor,
-                       embedding: torch.Tensor, state: DiTStreamState, n_timesteps: int | None = None
-                       ) -> tuple[torch.Tensor, int]:
-        """A streamed pass that is not the last (`inference(..., streaming=True, finalize=False)`), computing
-        only the frames past those `state` keeps. The first pass of a stream starts past the voice's kept
-        prompt chunks (made by this pass when the voice is new). Arguments as for `inference`.
-        Returns (mel [1, F, M1 + M2 − first] float32, first): `first` is the absolute frame (prompt frames
-        counted) the mel starts at, at most the first frame this pass adds to what earlier passes emitted."""
-        c = self.condition(token, prompt_token, prompt_feat, embedding, streaming=True, finalize=False)
+                       embedding: torch.Tensor, state: DiTStreamState, n_timesteps: int | None = None,
+                       finalize: bool = False) -> tuple[torch.Tensor, int]:
+        """A chunk-causal streamed pass (`inference(..., streaming=True, finalize=finalize)`), computing only
+        the frames past those `state` keeps. The first pass of a stream starts past the voice's kept prompt
+        chunks (made by this pass when the voice is new). Arguments as for `inference`; `finalize=True` is a
+        last pass in chunk attention, which upstream runs in full attention instead (a fast-mode choice:
+        `FastSettings.chunked_last_pass`). Returns (mel [1, F, M1 + M2 − first] float32, first): `first` is
+        the absolute frame (prompt frames counted) the mel starts at, at most the first frame this pass adds
+        to what earlier passes emitted."""
+        c = self.condition(token, prompt_token, prompt_feat, embedding, streaming=True, finalize=finalize)
         total = c.mu.size(2)
         if state.frames == 0:
             self._start_past_prompt(c, prompt_token, embedding, state, n_timesteps)
