@@ -44,12 +44,13 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
 
 
-def run_level(engine, model_input, tokens: int, n: int, audio_s: float) -> dict:
-    """N streamed requests at once; their first chunks and the wall time."""
+def run_level(engine, model_input, tokens: int, n: int, audio_s: float, ahead: bool = False) -> dict:
+    """N streamed requests at once; their first chunks and the wall time. ahead: one request's LLM decodes on
+    the batcher's own thread while its chunks render (LLM and flow/vocoder overlapped), as N > 1 always does."""
     if batches(engine.llm):
         if isinstance(engine.token_decoder, DecodeBatcher):
             engine.token_decoder.close()
-        engine.token_decoder = DecodeBatcher(engine.llm, n) if n > 1 else engine.llm
+        engine.token_decoder = DecodeBatcher(engine.llm, n) if n > 1 or ahead else engine.llm
     results: list[tuple[float, float] | None] = [None] * n
     errors: list[BaseException] = []
     go = threading.Barrier(n)
@@ -74,7 +75,7 @@ def run_level(engine, model_input, tokens: int, n: int, audio_s: float) -> dict:
     firsts = [r[0] for r in results if r is not None]
     decoder = engine.token_decoder
     rows = decoder.rows / decoder.steps if isinstance(decoder, DecodeBatcher) and decoder.steps else 1.0
-    return {"requests": n, "wall_s": wall, "throughput": n * audio_s / wall,
+    return {"requests": n, "ahead": ahead and n == 1, "wall_s": wall, "throughput": n * audio_s / wall,
             "first_chunk_p50_s": statistics.median(firsts), "first_chunk_p95_s": _percentile(firsts, 0.95),
             "first_chunk_max_s": max(firsts), "mean_rows_per_step": rows}
 
@@ -89,6 +90,10 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 2, 4, 8])
     parser.add_argument("--tokens", type=int, help="output tokens per request (default: 5 s of speech)")
     parser.add_argument("--cache-dir", type=Path, help="where the full-size random folders are (bench_engine's)")
+    parser.add_argument("--ahead", action="store_true",
+                        help="also run one request with its LLM decoding ahead on its own thread (overlap), "
+                             "alternating with the plain single request --runs times")
+    parser.add_argument("--runs", type=int, default=1, help="times each level runs (alternating levels)")
     parser.add_argument("--json", action="store_true", help="print one JSON object (last line)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -109,10 +114,12 @@ def main() -> None:
         model_input = build_input(engine, features, workload)
         audio_s = tokens / family.token_rate
         render_streaming(engine, model_input, min(tokens, 10), seed=1)  # warm up
-        levels = [run_level(engine, model_input, tokens, n, audio_s) for n in args.concurrency]
+        plan = [(n, False) for n in args.concurrency] + ([(1, True)] if args.ahead else [])
+        levels = [run_level(engine, model_input, tokens, n, audio_s, ahead)
+                  for _ in range(args.runs) for n, ahead in plan]
         batched = batches(engine.llm)
         engine.close()
-    single = next((level["throughput"] for level in levels if level["requests"] == 1), None)
+    single = next((level["throughput"] for level in levels if level["requests"] == 1 and not level["ahead"]), None)
     result = {"model": folder.name, "family": args.family, "precision": args.precision, "threads": args.threads,
               "tokens_per_request": tokens, "audio_s_per_request": audio_s, "batches": batched,
               "levels": levels, "single_throughput": single}
@@ -125,7 +132,8 @@ def main() -> None:
           f"{'rows/step':>11}")
     for level in levels:
         ratio = f"{level['throughput'] / single:.2f}x" if single else "-"
-        print(f"  {level['requests']:>8}{level['wall_s']:>9.2f}{level['throughput']:>11.2f}{ratio:>7}"
+        name = f"{level['requests']}" + (" ahead" if level["ahead"] else "")
+        print(f"  {name:>8}{level['wall_s']:>9.2f}{level['throughput']:>11.2f}{ratio:>7}"
               f"{level['first_chunk_p50_s']:>15.2f} s{level['first_chunk_p95_s']:>6.2f}s"
               f"{level['first_chunk_max_s']:>6.2f}s{level['mean_rows_per_step']:>11.2f}")
 
