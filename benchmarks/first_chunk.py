@@ -54,7 +54,8 @@ class _TokenClock:
 def first_chunk(engine, model_input, spec, tokens: int, seed: int) -> tuple[float, float]:
     """(seconds to the first chunk, of which waiting for its tokens)."""
     engine.streaming_spec = spec
-    clock = _TokenClock(engine.llm)
+    decoder = engine.token_decoder  # the LLM, or (fast on a CPU) the batcher that decodes ahead of the renders
+    clock = _TokenClock(decoder)
     engine.token_decoder = clock
     start = time.perf_counter()
     chunks = engine.render_input(model_input, torch.Generator().manual_seed(seed), stream=True,
@@ -62,7 +63,7 @@ def first_chunk(engine, model_input, spec, tokens: int, seed: int) -> tuple[floa
     next(chunks)
     first = time.perf_counter() - start
     chunks.close()
-    engine.token_decoder = engine.llm
+    engine.token_decoder = decoder
     tokens_done = clock.times[-1] - start if clock.times else 0.0
     return first, tokens_done
 
