@@ -16,8 +16,6 @@ rendering it (flow + vocoder). Printed: medians [min-max] and now ÷ upstream.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
 import statistics
 import sys
 import tempfile
@@ -36,7 +34,7 @@ import torch  # noqa: E402
 from cosyvoice_ui.cosyvoice.engine import load_engine  # noqa: E402
 from cosyvoice_ui.testing.signals import voice_clip  # noqa: E402
 
-from workload import Workload, build_input  # noqa: E402
+from workload import Workload, build_input, kept_frames  # noqa: E402
 
 
 class _TokenClock:
@@ -66,23 +64,6 @@ def first_chunk(engine, model_input, spec, tokens: int, seed: int) -> tuple[floa
     engine.token_decoder = decoder
     tokens_done = clock.times[-1] - start if clock.times else 0.0
     return first, tokens_done
-
-
-@contextlib.contextmanager
-def kept_frames(on: bool):
-    """Streams started inside keep (on) or recompute (off) earlier passes' frames."""
-    from cosyvoice_ui.cosyvoice.models.flow_dit import CACHE_ENV
-
-    saved = os.environ.get(CACHE_ENV)
-    if not on:
-        os.environ[CACHE_ENV] = "0"
-    try:
-        yield
-    finally:
-        if saved is None:
-            os.environ.pop(CACHE_ENV, None)
-        else:
-            os.environ[CACHE_ENV] = saved
 
 
 def main() -> None:

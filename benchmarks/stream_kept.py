@@ -18,8 +18,6 @@ int8 dynamic linears quantise each call's activations with their own scale, whic
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
 import statistics
 import sys
 import tempfile
@@ -36,11 +34,10 @@ import cosyvoice_ui  # noqa: E402, F401  (OpenMP's spin count before torch loads
 import torch  # noqa: E402
 
 from cosyvoice_ui.cosyvoice.models.cfm_causal import fixed_noise  # noqa: E402
-from cosyvoice_ui.cosyvoice.models.flow_dit import CACHE_ENV  # noqa: E402
 from cosyvoice_ui.cosyvoice.streaming_qwen import _QwenTokenToWave, stream_with_lookahead  # noqa: E402
 from cosyvoice_ui.testing.signals import voice_clip  # noqa: E402
 
-from workload import Workload, build_input  # noqa: E402
+from workload import Workload, build_input, kept_frames  # noqa: E402
 
 
 class MelOnly(_QwenTokenToWave):
@@ -48,17 +45,6 @@ class MelOnly(_QwenTokenToWave):
 
     def _vocode_chunk(self, mel: torch.Tensor, finalize: bool) -> torch.Tensor:
         return mel
-
-
-@contextlib.contextmanager
-def kept(on: bool):
-    saved = os.environ.get(CACHE_ENV)
-    if not on:
-        os.environ[CACHE_ENV] = "0"
-    try:
-        yield
-    finally:
-        os.environ.pop(CACHE_ENV, None) if saved is None else os.environ.__setitem__(CACHE_ENV, saved)
 
 
 def stream_mel(engine, model_input, tokens: list[int], chunked_last: bool = False) -> tuple[torch.Tensor, float, int]:
@@ -107,7 +93,7 @@ def main() -> int:
             for name in times:
                 if name == "kept, new voice":
                     store.clear()
-                with kept(name != "nothing kept"):
+                with kept_frames(name != "nothing kept"):
                     mel, seconds, passes = stream_mel(engine, model_input, tokens,
                                                       chunked_last=name.endswith("last pass"))
                 times[name].append(seconds)
@@ -116,7 +102,7 @@ def main() -> int:
         saved = decoder.rand_noise
         decoder.rand_noise = fixed_noise(saved.size(1), saved.size(2), seed=1)
         try:
-            with kept(False):
+            with kept_frames(False):
                 other_seed, _, _ = stream_mel(engine, model_input, tokens)
         finally:
             decoder.rand_noise = saved

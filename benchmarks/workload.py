@@ -8,6 +8,8 @@ tokens, 50 Hz mel) 125, 250 and 125.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -159,3 +161,21 @@ def render_streaming(engine, model_input: ModelInput, tokens: int, seed: int) ->
         pieces.append(wave.reshape(-1))
     total = time.perf_counter() - start
     return first if first is not None else total, total, len(pieces), torch.cat(pieces)
+
+
+@contextlib.contextmanager
+def kept_frames(on: bool) -> Iterator[None]:
+    """v3 streams started inside keep (on) or recompute (off) what earlier flow passes computed
+    (`COSYVOICE_FLOW_STREAM_CACHE_MB`, read when each stream starts)."""
+    from cosyvoice_ui.cosyvoice.models.flow_dit import CACHE_ENV
+
+    saved = os.environ.get(CACHE_ENV)
+    if not on:
+        os.environ[CACHE_ENV] = "0"
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop(CACHE_ENV, None)
+        else:
+            os.environ[CACHE_ENV] = saved

@@ -84,6 +84,7 @@ class _QwenTokenToWave:
 
     def chunk(self, tokens: torch.Tensor, offset: int, finalize: bool) -> torch.Tensor:
         """tokens [1, N]: every token so far; the speech of the mel past `offset` tokens → [1, S]."""
+        # A stream of one pass (offset 0) stays a whole full-attention render, as offline.
         if self.flow_state is not None and (not finalize or (self.chunked_last_pass and offset > 0)):
             return self._vocode_chunk(self._mel_kept(tokens, offset, finalize), finalize)
         return self._vocode_chunk(self._mel(tokens, offset, streaming=not finalize, finalize=finalize), finalize)
@@ -137,13 +138,9 @@ class CausalVocoderStream(_QwenTokenToWave):
 
     def _vocode_chunk(self, mel: torch.Tensor, finalize: bool) -> torch.Tensor:
         self.mel = mel if self.mel is None else torch.cat([self.mel, mel], dim=2)
-        step = self.hift.upsample_factor
-        if hasattr(self.hift, "inference_from") and self.emitted % step == 0:
-            # Decode only the new frames and their causal context; the samples are the same.
-            new = self.hift.inference_from(self.mel, self.emitted // step, finalize)
-        else:
-            speech, _ = self.hift.inference(self.mel, finalize)
-            new = speech[:, self.emitted:]
+        # Decode only the new frames and their causal context; the samples are the same. A non-final chunk
+        # emits whole frames (U·(T−8) samples), so `emitted` is always a frame boundary.
+        new = self.hift.inference_from(self.mel, self.emitted // self.hift.upsample_factor, finalize)
         self.emitted += new.size(1)
         return new
 

@@ -22,7 +22,7 @@ from tests.studio.test_dub import LONG, RATE, source_track
 
 from .launch import running_app
 from .test_browser import _shots_dir, open_app
-from .test_browser_studio import CHROMIUM, FLAGS, download
+from .test_browser_studio import CHROMIUM, browser, download  # noqa: F401  (browser: the shared fixture)
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -37,14 +37,20 @@ def dub_app(tiny_v3: Path, tmp_path_factory):
         yield url, work
 
 
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        instance = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS, headless=True)
-        yield instance
-        instance.close()
+def dub_in_tab(page, url: str, video: Path, cues: Path, done: str) -> None:
+    """Open the app, upload the video and its subtitles in the Dubbing tab, dub, and wait for `done` and the
+    preview's first frame."""
+    open_app(page, url)
+    page.get_by_role("tab", name="Dubbing").click(timeout=60_000)
+    page.locator("input[type=file][accept*='.mp4']").first.set_input_files(str(video))
+    page.locator("input[type=file][accept*='.srt']").first.set_input_files(str(cues))
+    page.get_by_label("Video's language (en, zh, ...; empty: not known)").fill("en")
+    page.wait_for_timeout(1500)  # the uploads finish
+    page.get_by_role("button", name="Dub / Continue").click()
+    page.locator(".dub-status").get_by_text(done, exact=False).wait_for(timeout=300_000)
+    page.locator("video").first.wait_for(timeout=30_000)
+    page.wait_for_function("() => { const v = document.querySelector('video'); return v && v.readyState >= 2; }",
+                           timeout=30_000)  # the preview's first frame is drawn
 
 
 def test_the_dubbing_tab_makes_a_dubbed_mp4(dub_app, browser, tmp_path: Path) -> None:
@@ -54,17 +60,7 @@ def test_the_dubbing_tab_makes_a_dubbed_mp4(dub_app, browser, tmp_path: Path) ->
     cues.write_text(srt_of(), encoding="utf-8")
     context = browser.new_context(locale="en-US", viewport={"width": 1280, "height": 1400}, accept_downloads=True)
     page = context.new_page()
-    open_app(page, url)
-    page.get_by_role("tab", name="Dubbing").click(timeout=60_000)
-    page.locator("input[type=file][accept*='.mp4']").first.set_input_files(str(video))
-    page.locator("input[type=file][accept*='.srt']").first.set_input_files(str(cues))
-    page.get_by_label("Video's language (en, zh, ...; empty: not known)").fill("en")
-    page.wait_for_timeout(1500)  # the uploads finish
-    page.get_by_role("button", name="Dub / Continue").click()
-    page.locator(".dub-status").get_by_text("Done: 5 cue(s) dubbed", exact=False).wait_for(timeout=240_000)
-    page.locator("video").first.wait_for(timeout=30_000)
-    page.wait_for_function("() => { const v = document.querySelector('video'); return v && v.readyState >= 2; }",
-                           timeout=30_000)  # the preview's first frame is drawn
+    dub_in_tab(page, url, video, cues, "Done: 5 cue(s) dubbed")
     page.screenshot(path=str(tmp_path / "tab_dub_tiny.png"), full_page=True)  # random takes: every cue overruns
     link = page.locator("a[download][href*='dubbed.mp4']").first
     dubbed = download(page, link, tmp_path)
@@ -105,17 +101,7 @@ def test_the_offline_voice_dubs_in_the_tab_and_flags_the_cue_that_does_not_fit(o
     cues.write_text(srt_of(lines), encoding="utf-8")
     context = browser.new_context(locale="en-US", viewport={"width": 1280, "height": 1000})
     page = context.new_page()
-    open_app(page, url)
-    page.get_by_role("tab", name="Dubbing").click(timeout=60_000)
-    page.locator("input[type=file][accept*='.mp4']").first.set_input_files(str(video))
-    page.locator("input[type=file][accept*='.srt']").first.set_input_files(str(cues))
-    page.get_by_label("Video's language (en, zh, ...; empty: not known)").fill("en")
-    page.wait_for_timeout(1500)  # the uploads finish
-    page.get_by_role("button", name="Dub / Continue").click()
-    page.locator(".dub-status").get_by_text("Done: 5 cue(s) dubbed, 1 overrun", exact=False).wait_for(timeout=300_000)
-    page.locator("video").first.wait_for(timeout=30_000)
-    page.wait_for_function("() => { const v = document.querySelector('video'); return v && v.readyState >= 2; }",
-                           timeout=30_000)  # the preview's first frame is drawn
+    dub_in_tab(page, url, video, cues, "Done: 5 cue(s) dubbed, 1 overrun")
     table = page.inner_text("body")  # the cue table as shown (its rows are not all inside a <table>)
     assert len(re.findall(r"\d\.\d\dx · fits", table)) == 4, table
     assert len(re.findall(r"1\.20x · overrun \d+\.\d\d s", table)) == 1, table

@@ -13,29 +13,15 @@ import pytest
 
 from tests.studio.dub_media_kit import LINES, make_video, srt_of, streams
 from tests.studio.test_dub import LONG, RATE, DubFake, source_track
-from tests.ui.test_studio_tabs import event, manager_of, values
+from tests.ui.test_studio_tabs import build_page_tabs, event, values
 
 gr = pytest.importorskip("gradio")
 
 
 def build(engine: DubFake, tmp_path: Path):
-    from cosyvoice_ui.settings import Settings
-    from cosyvoice_ui.ui import strings
-    from cosyvoice_ui.ui.handlers import Handlers
-    from cosyvoice_ui.ui.options import build_options
-    from cosyvoice_ui.ui.page import Page
-    from cosyvoice_ui.ui.saved_voices import SavedVoices
     from cosyvoice_ui.ui.studio.dub_tab import build_dub
 
-    manager = manager_of(engine)
-    settings = Settings(projects_dir=tmp_path / "projects")
-    t = strings.i18n()
-    with gr.Blocks() as demo:
-        page = Page(manager, settings, Handlers(manager, settings, tmp_path / "out"), t, True,
-                    build_options(manager, t), SavedVoices(None, t))
-        with gr.Tabs():
-            tab = build_dub(page)
-    return demo, tab
+    return build_page_tabs(engine, tmp_path, build_dub)
 
 
 @pytest.mark.slow

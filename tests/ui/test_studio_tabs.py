@@ -23,14 +23,13 @@ def manager_of(engine: FakeEngine) -> ModelManager:
                         describe_model=lambda model_id: engine.info)
 
 
-def build_tabs(engine: FakeEngine, tmp_path: Path):
+def build_page_tabs(engine: FakeEngine, tmp_path: Path, *builders):
+    """A page over `engine` with the tabs `builders` make (each called with the page): (demo, *their tabs)."""
     from cosyvoice_ui.ui import strings
     from cosyvoice_ui.ui.handlers import Handlers
     from cosyvoice_ui.ui.options import build_options
     from cosyvoice_ui.ui.page import Page
     from cosyvoice_ui.ui.saved_voices import SavedVoices
-    from cosyvoice_ui.ui.studio.book_tab import build_book
-    from cosyvoice_ui.ui.studio.script_tab import build_script
 
     manager = manager_of(engine)
     settings = Settings(projects_dir=tmp_path / "projects")
@@ -39,9 +38,15 @@ def build_tabs(engine: FakeEngine, tmp_path: Path):
         page = Page(manager, settings, Handlers(manager, settings, tmp_path / "out"), t, True,
                     build_options(manager, t), SavedVoices(None, t))
         with gr.Tabs():
-            script = build_script(page)
-            book = build_book(page)
-    return demo, script, book
+            tabs = [build(page) for build in builders]
+    return (demo, *tabs)
+
+
+def build_tabs(engine: FakeEngine, tmp_path: Path):
+    from cosyvoice_ui.ui.studio.book_tab import build_book
+    from cosyvoice_ui.ui.studio.script_tab import build_script
+
+    return build_page_tabs(engine, tmp_path, build_script, build_book)
 
 
 def choice_values(update: dict) -> list[str]:

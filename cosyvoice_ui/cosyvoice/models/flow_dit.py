@@ -61,6 +61,7 @@ class PromptPrefixes:
     def __init__(self, voices: int = PREFIX_VOICES, max_bytes: int = PREFIX_MB * 2**20) -> None:
         self.voices, self.max_bytes = voices, max_bytes
         self._states: OrderedDict[str, DiTStreamState] = OrderedDict()
+        self._bytes = 0
         self._lock = threading.Lock()
         self.hits = self.misses = 0
 
@@ -85,20 +86,26 @@ class PromptPrefixes:
                 return None
             self._states.move_to_end(key)
             self.hits += 1
-            return state.prefix(state.frames)
+            return state.copy()
 
     def put(self, key: str, state: DiTStreamState) -> None:
-        if state.nbytes() > self.max_bytes:
+        size = state.nbytes()
+        if size > self.max_bytes:
             return
         with self._lock:
-            self._states[key] = state.prefix(state.frames)
-            self._states.move_to_end(key)
-            while len(self._states) > self.voices or sum(s.nbytes() for s in self._states.values()) > self.max_bytes:
-                self._states.popitem(last=False)
+            old = self._states.pop(key, None)
+            if old is not None:
+                self._bytes -= old.nbytes()
+            self._states[key] = state.copy()
+            self._bytes += size
+            while len(self._states) > self.voices or self._bytes > self.max_bytes:
+                _, dropped = self._states.popitem(last=False)
+                self._bytes -= dropped.nbytes()
 
     def clear(self) -> None:
         with self._lock:
             self._states.clear()
+            self._bytes = 0
 
 
 class CausalMaskedDiffWithDiT(CausalTokenFlow):

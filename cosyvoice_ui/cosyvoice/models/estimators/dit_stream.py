@@ -13,7 +13,7 @@ for each Euler step:
 `DiTStreamState` holds these for one stream, one `DiTStepState` per Euler step. A pass writes its frames as
 pending; `commit(frames)` keeps those that lie in complete chunks (a chunk's frames see each other, so a
 chunk cut short by a pass's end would change later). The kept arrays are replaced, never written into, so a
-state may be copied (`prefix`) and shared read-only: the per-voice prompt store does that.
+state may be copied (`copy`) and shared read-only: the per-voice prompt store does that.
 
 Memory: keys + values of one frame are 2 · dim numbers per block, per guidance row, per Euler step (v3 fast:
 22 blocks × 2 rows × 2 steps × 2048 · 2 bytes in bf16 ≈ 0.36 MB per frame). `max_frames` caps what a state
@@ -100,25 +100,14 @@ class DiTStreamState:
         for state in self.step_states:
             state.clear_pending()
 
-    def prefix(self, frames: int) -> DiTStreamState:
-        """A new state holding the first `frames` kept frames (a multiple of `chunk`, ≤ `self.frames`); it
-        shares no tensor that either state will write (kept arrays are only ever replaced)."""
-        if frames % self.chunk or frames > self.frames:
-            raise ValueError(f"a prefix of {frames} frames: must be a multiple of {self.chunk} and at most "
-                             f"{self.frames}")
+    def copy(self) -> DiTStreamState:
+        """A new state holding the same kept frames: it shares the kept tensors, which neither state will write
+        (they are only ever replaced), and has its own pending fields."""
         out = DiTStreamState(self.steps, self.rows, self.chunk, self.max_frames, self.kv_dtype)
-        if frames == 0:
-            return out
         for mine, theirs in zip(out.step_states, self.step_states):
-            mine.keys = [k[:, :, :frames] for k in theirs.keys]
-            mine.values = [v[:, :, :frames] for v in theirs.values]
-            # The contexts are the last kernel-1 frames before `frames`: rebuilt from the kept projection
-            # only when the cut is at the end; otherwise the prefix keeps none and is not usable.
-            if frames == self.frames:
-                mine.proj_context, mine.conv_context = theirs.proj_context, theirs.conv_context
-            else:
-                raise ValueError("a prefix shorter than the kept frames has no convolution context")
-        out.frames = frames
+            mine.keys, mine.values = list(theirs.keys), list(theirs.values)
+            mine.proj_context, mine.conv_context = theirs.proj_context, theirs.conv_context
+        out.frames = self.frames
         return out
 
     def adopt(self, other: DiTStreamState) -> None:
