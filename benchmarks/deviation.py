@@ -33,7 +33,7 @@ from torch import nn
 from cosyvoice_ui.cosyvoice.checkpoint import read_state_dict
 from cosyvoice_ui.cosyvoice.models.linears import Int4Linear, int4_kernels_available
 from cosyvoice_ui.cosyvoice.models.nsf import CausalSineGen2, FixedNSFNoise, NSFNoise
-from cosyvoice_ui.cosyvoice.precision import FastSettings, bf16_is_native, settings_for
+from cosyvoice_ui.cosyvoice.precision import FastSettings, bf16_is_native, int8_estimator_wanted, settings_for
 from cosyvoice_ui.cosyvoice.registry import backend_for
 
 THRESHOLD = 0.25  # mel L1 ÷ the noise-seed spread; above it a change is not fast mode
@@ -232,7 +232,7 @@ def fast_variants(engine, fast: FastSettings, extra_fast: FastSettings) -> tuple
 
 def uses_int8_estimator(engine, settings: FastSettings) -> bool:
     """Whether `apply_precision` gives this engine's estimator int8 linears under `settings` (as it decides)."""
-    return settings.int8_estimator and hasattr(engine.flow.estimator, "to_int8")
+    return int8_estimator_wanted(settings, engine.flow.estimator, "cpu")
 
 
 def llm_deviation(engine, model_input, tokens: list[int], bits: int = 8) -> dict[str, float]:

@@ -179,3 +179,32 @@ def kept_frames(on: bool) -> Iterator[None]:
             os.environ.pop(CACHE_ENV, None)
         else:
             os.environ[CACHE_ENV] = saved
+
+
+def int8_estimator_copy(engine):
+    """The engine's DiT estimator as fast mode builds it where the CPU has no bf16 matrix units (int8 linears, bf16
+    attention), for timing the two in one run on a CPU that has them; None when the engine already runs that one
+    (or its estimator has no int8 form). Made from the loaded bf16 weights: the same speed as the engine's own
+    int8 estimator, not quite its numbers."""
+    import copy
+
+    estimator = engine.flow.decoder.estimator
+    if not hasattr(estimator, "to_int8") or not engine.info.precision.bf16_flow:
+        return None
+    converted = copy.deepcopy(estimator).float()
+    converted.compute_dtype = torch.float32
+    converted.to_int8(bf16_attention=True)
+    return converted.eval()
+
+
+@contextlib.contextmanager
+def estimator_swapped(engine, estimator) -> Iterator[None]:
+    """The engine's flow runs `estimator` inside (None: its own)."""
+    decoder = engine.flow.decoder
+    saved = decoder.estimator
+    if estimator is not None:
+        decoder.estimator = estimator
+    try:
+        yield
+    finally:
+        decoder.estimator = saved

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from cosyvoice_ui.cosyvoice.engine import load_engine
-from cosyvoice_ui.cosyvoice.precision import FastSettings, bf16_is_native, settings_for
+from cosyvoice_ui.cosyvoice.precision import FastSettings, bf16_is_native, bf16_matrix_units, settings_for
 from cosyvoice_ui.testing.signals import voice_clip
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
@@ -50,9 +50,9 @@ def _expected_rows(family: str, fast: FastSettings, extra: FastSettings) -> set[
     rows = {deviation.SEED_ROW, f"{fast.n_timesteps} flow steps", f"{extra.n_timesteps} flow steps",
             f"flow prompt {fast.flow_prompt_seconds:g} s", "no classifier-free guidance", deviation.FAST_ROW,
             deviation.EXTRA_ROW}
-    if family == "v3":  # the DiT takes int8 linears (bf16 attention where native); the U-Nets bf16
+    if family == "v3" and not bf16_matrix_units():  # the DiT takes int8 linears (bf16 attention where native)
         rows.add("int8 estimator" + (", bf16 matmul attention" if bf16_is_native() else ""))
-    elif bf16_is_native():
+    elif bf16_is_native():  # the U-Nets, and the DiT where the CPU has bf16 matrix units
         rows.add("bf16 estimator, matmul attention")
     if bf16_is_native():
         rows.add("bf16 HiFT convolutions")

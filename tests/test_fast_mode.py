@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from cosyvoice_ui import Mode, SynthesisRequest, load_engine
-from cosyvoice_ui.cosyvoice.precision import settings_for
+from cosyvoice_ui.cosyvoice.precision import bf16_matrix_units, settings_for
 from cosyvoice_ui.errors import ConfigError
 from cosyvoice_ui.testing.signals import voice_clip
 
@@ -59,7 +59,8 @@ def test_extra_fast_v3_drops_guidance_and_still_speaks(tiny_v3: Path) -> None:
     precision = engine.info.precision
     assert precision.mode == "extra-fast" and precision.flow_guidance is False
     assert precision.llm.startswith("int4 grouped") and precision.flow_steps == settings_for("extra-fast").n_timesteps
-    assert precision.int8_flow  # the DiT takes int8 linears in both fast modes
+    # The DiT takes int8 linears in both fast modes, or bf16 where the CPU has bf16 matrix units (faster there).
+    assert precision.bf16_flow if bf16_matrix_units() else precision.int8_flow
     assert engine.flow.decoder.inference_cfg_rate == 0
     rows = []  # the estimator's batch per call: 1 without guidance (2 with it)
     hook = engine.flow.decoder.estimator.register_forward_pre_hook(lambda module, args: rows.append(args[0].size(0)))

@@ -28,8 +28,8 @@ from .frontend.onnx_models import SpeakerEncoder, SpeechTokenizer
 from .frontend.prompt import PromptEncoder
 from .models.sampling import RasSampler
 from .models.linears import int4_kernels_available
-from .precision import (PRECISIONS, FastSettings, bf16_is_native, flow_precision, llm_precision, precision_record,
-                        resolve_precision, settings_for, vocoder_precision)
+from .precision import (PRECISIONS, FastSettings, bf16_is_native, bf16_matrix_units, flow_precision, llm_precision,
+                        precision_record, resolve_precision, settings_for, vocoder_precision)
 from .prepared import PreparedModels
 from .prepared import enabled as prepared_enabled
 from .recipes import InputRecipe
@@ -90,7 +90,8 @@ def _prepared_models(model_dir: Path, precision: str, device: str, fast: FastSet
         return None
     settings = fast or settings_for(precision)
     return PreparedModels.for_folder(model_dir, precision, settings, {
-        "bf16_native": bf16_is_native(), "int4_kernels": int4_kernels_available()})
+        "bf16_native": bf16_is_native(), "bf16_matrix_units": bf16_matrix_units(),
+        "int4_kernels": int4_kernels_available()})
 
 
 def _load_model(path: Path, prepared: PreparedModels | None, converting: bool, build: Callable[[], nn.Module],

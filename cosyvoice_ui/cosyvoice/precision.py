@@ -79,7 +79,10 @@ class FastSettings:
     int8_llm: bool = True
     int4_llm: bool = False  # 4-bit grouped LLM weights where the shape fits (int8 elsewhere); extra-fast only
     bf16_estimator: bool = True  # only taken where `bf16_is_native()`
-    int8_estimator: bool = True  # estimators made of linears (v3's DiT): int8 linears + bf16 attention instead
+    # Estimators made of linears (v3's DiT): int8 linears + bf16 attention instead of bf16, on CPUs without bf16
+    # matrix units (AMX). Where the CPU has them, bf16 GEMMs outrun fbgemm's int8 ones (v3 DiT per call: bf16
+    # 0.67x of int8, benchmarks/estimator_backends.py), so bf16 is taken there whatever this says.
+    int8_estimator: bool = True
     matmul_attention: bool = True  # bf16 estimator: matmul-softmax-matmul instead of SDPA (faster on CPU)
     bf16_hift: bool = True  # HiFT's convolution stack in bf16 (f0 and source stay float32); only where native
     n_timesteps: int = 2  # flow Euler steps (stock: the yaml's 10); an explicit n_timesteps wins
@@ -124,6 +127,24 @@ def bf16_is_native() -> bool:
         return False
 
 
+def bf16_matrix_units() -> bool:
+    """True when the CPU has bf16 matrix units (Intel AMX tiles) that oneDNN's bf16 GEMMs use; there a bf16
+    estimator is faster than an int8 dynamic one (fbgemm's int8 kernels do not use the tiles)."""
+    if not bf16_is_native():
+        return False
+    try:
+        return bool(torch.cpu._is_amx_tile_supported())
+    except (AttributeError, RuntimeError):
+        return False
+
+
+def int8_estimator_wanted(fast: FastSettings, estimator: object, device: str) -> bool:
+    """Whether fast mode gives this estimator int8 linears: it has them (`to_int8`), `fast` asks, the device is a
+    CPU, and that CPU has no bf16 matrix units (where it has, bf16 is faster)."""
+    return (fast.int8_estimator and device == "cpu" and hasattr(estimator, "to_int8")
+            and not bf16_matrix_units())
+
+
 def apply_precision(llm: TransformerLM, flow: MaskedDiffWithXvec, precision: str, device: str,
                     fast: FastSettings | None = None, hift: HiFTGenerator | None = None) -> Precision:
     """Apply `precision` to loaded models in place; returns what was done (for `EngineInfo.precision`).
@@ -166,7 +187,7 @@ def flow_precision(flow: MaskedDiffWithXvec, precision: str, device: str, fast: 
     on_cpu = device == "cpu"
     fast = fast or settings_for(precision)
     done: dict[str, object] = {}
-    if fast.int8_estimator and on_cpu and hasattr(flow.estimator, "to_int8"):
+    if int8_estimator_wanted(fast, flow.estimator, device):
         bf16_attention = fast.matmul_attention and bf16_is_native()
         count = flow.estimator.to_int8(bf16_attention=bf16_attention)
         done["flow"] = f"int8 estimator ({count} linears)"
