@@ -50,7 +50,7 @@ from torch.ao.nn.quantized.dynamic import Linear as DynamicQuantLinear  # noqa: 
 
 from cosyvoice_ui.cosyvoice.engine import load_engine  # noqa: E402
 from cosyvoice_ui.cosyvoice.families import V1, V2, V3, VARIANT_FILE  # noqa: E402
-from cosyvoice_ui.cosyvoice.models.linears import Int4Linear, PackedLinear  # noqa: E402
+from cosyvoice_ui.cosyvoice.models.linears import Int4Linear, Int8RowsOnOneDNN, PackedLinear  # noqa: E402
 from cosyvoice_ui.cosyvoice.precision import PRECISIONS, settings_for  # noqa: E402
 from cosyvoice_ui.testing.signals import voice_clip  # noqa: E402
 
@@ -170,6 +170,8 @@ def weight_bytes_in_memory(engine) -> int:
             if isinstance(module, DynamicQuantLinear):
                 add(module.weight())
                 add(module.bias())
+            if isinstance(module, Int8RowsOnOneDNN):  # its oneDNN copy of the int8 weights (`decode` holds the other)
+                add(module.weight_packed)
             add(getattr(module, "rand_noise", None))
     return total
 

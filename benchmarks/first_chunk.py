@@ -34,7 +34,8 @@ import torch  # noqa: E402
 from cosyvoice_ui.cosyvoice.engine import load_engine  # noqa: E402
 from cosyvoice_ui.testing.signals import voice_clip  # noqa: E402
 
-from workload import Workload, build_input, estimator_swapped, int8_estimator_copy, kept_frames  # noqa: E402
+from workload import (Workload, build_input, estimator_swapped, fbgemm_rows, has_onednn_rows,  # noqa: E402
+                      int8_estimator_copy, kept_frames)
 
 
 class _TokenClock:
@@ -87,31 +88,38 @@ def main() -> None:
         workload = Workload.for_family(family.token_rate, family.mel_rate)
         features = engine.encode_voice(voice_clip(workload.prompt_seconds, rate=16000))
         model_input = build_input(engine, features, workload)
-        variants = {"now": (family.streaming, True, None), "now, nothing kept": (family.streaming, False, None),
-                    "upstream hop": (family.upstream_streaming, False, None)}
+        # name: (schedule, keep frames, estimator (None: the engine's), prefill rows on fbgemm)
+        variants = {"now": (family.streaming, True, None, False),
+                    "now, nothing kept": (family.streaming, False, None, False),
+                    "upstream hop": (family.upstream_streaming, False, None, False)}
+        # Where the CPU has AMX: what fast ran without it, timed too (the int8 estimator, fbgemm prefills).
         int8 = int8_estimator_copy(engine)
-        if int8 is not None:  # this CPU has bf16 matrix units: the int8 estimator it would otherwise run, timed too
-            variants["now, int8 estimator"] = (family.streaming, True, int8)
+        if int8 is not None:
+            variants["now, int8 estimator"] = (family.streaming, True, int8, False)
             with estimator_swapped(engine, int8):
                 first_chunk(engine, model_input, family.streaming, 60, seed=0)
+        if has_onednn_rows(engine):
+            variants["now, fbgemm prefill"] = (family.streaming, True, None, True)
+        if int8 is not None and has_onednn_rows(engine):
+            variants["now, neither (before)"] = (family.streaming, True, int8, True)
         results: dict[str, list[tuple[float, float]]] = {name: [] for name in variants}
         first_chunk(engine, model_input, family.streaming, 60, seed=0)  # warm up (and keep the voice's prompt)
         for run in range(args.runs):
-            for name, (spec, keep, estimator) in variants.items():
-                with kept_frames(keep), estimator_swapped(engine, estimator):
+            for name, (spec, keep, estimator, fbgemm) in variants.items():
+                with kept_frames(keep), estimator_swapped(engine, estimator), fbgemm_rows(engine, fbgemm):
                     results[name].append(first_chunk(engine, model_input, spec, 60, seed=run))
     print(f"{folder.name}, {args.precision}, {args.threads} threads, {args.runs} alternating runs each")
-    print(f"  {'variant':<18}{'first chunk':>22}{'of which tokens':>22}{'render':>9}")
+    print(f"  {'variant':<24}{'first chunk':>22}{'of which tokens':>22}{'render':>9}")
     medians = {}
     for name, runs in results.items():
         firsts, waits = [r[0] for r in runs], [r[1] for r in runs]
         medians[name] = statistics.median(firsts)
-        print(f"  {name:<18}{medians[name]:>8.2f} s [{min(firsts):.2f}-{max(firsts):.2f}]"
+        print(f"  {name:<24}{medians[name]:>8.2f} s [{min(firsts):.2f}-{max(firsts):.2f}]"
               f"{statistics.median(waits):>14.2f} s{medians[name] - statistics.median(waits):>9.2f} s")
     print(f"  now ÷ upstream hop: {medians['now'] / medians['upstream hop']:.2f}; now ÷ nothing kept: "
           f"{medians['now'] / medians['now, nothing kept']:.2f}"
-          + (f"; now ÷ int8 estimator: {medians['now'] / medians['now, int8 estimator']:.2f}"
-             if "now, int8 estimator" in medians else ""))
+          + "".join(f"; now ÷ {name[5:]}: {medians['now'] / medians[name]:.2f}" for name in medians
+                    if name.startswith(("now, int8", "now, fbgemm", "now, neither"))))
 
 
 if __name__ == "__main__":

@@ -208,3 +208,26 @@ def estimator_swapped(engine, estimator) -> Iterator[None]:
         yield
     finally:
         decoder.estimator = saved
+
+
+@contextlib.contextmanager
+def fbgemm_rows(engine, on: bool) -> Iterator[None]:
+    """Inside (on): the int8 LLM's many-row calls go to fbgemm as before `Int8RowsOnOneDNN` (a no-op where the
+    engine has none of those, or when off)."""
+    from cosyvoice_ui.cosyvoice.models.linears import Int8RowsOnOneDNN
+
+    wrapped = [m for m in engine.llm.modules() if isinstance(m, Int8RowsOnOneDNN)] if on else []
+    saved = [m.min_rows for m in wrapped]
+    for m in wrapped:
+        m.min_rows = 1 << 30
+    try:
+        yield
+    finally:
+        for m, rows in zip(wrapped, saved):
+            m.min_rows = rows
+
+
+def has_onednn_rows(engine) -> bool:
+    from cosyvoice_ui.cosyvoice.models.linears import Int8RowsOnOneDNN
+
+    return any(isinstance(m, Int8RowsOnOneDNN) for m in engine.llm.modules())

@@ -29,7 +29,7 @@ from .frontend.prompt import PromptEncoder
 from .models.sampling import RasSampler
 from .models.linears import int4_kernels_available
 from .precision import (PRECISIONS, FastSettings, bf16_is_native, bf16_matrix_units, flow_precision, llm_precision,
-                        precision_record, resolve_precision, settings_for, vocoder_precision)
+                        llm_rows_precision, precision_record, resolve_precision, settings_for, vocoder_precision)
 from .prepared import PreparedModels
 from .prepared import enabled as prepared_enabled
 from .recipes import InputRecipe
@@ -161,7 +161,7 @@ def load_parts(model_dir: Path, device: str = "auto", progress: ProgressCallback
         lambda mapped: backend.load_llm(config.llm, read_state_dict(folder.path / "llm.pt", mapped),
                                         folder.path).to(device),
         lambda model: llm_precision(model, precision, device, fast))
-    done = {"mode": precision, **done}
+    done = {"mode": precision, **done, **llm_rows_precision(llm, precision, device, fast)}
     sources = [source]
     report(progress, "load", 0.50, "loading flow.pt")
     flow, flow_done, source = _load_model(

@@ -267,3 +267,124 @@ def test_int8_dit_is_float32_outside_and_close(bf16_attention: bool) -> None:
     assert isinstance(dit.time_embed.time_mlp[0], nn.Linear)  # t·1000 stays float32
     rel = ((out - ref).norm() / ref.norm()).item()
     assert 0 < rel < 0.08
+
+
+# --- where the CPU has matrix units (AMX): bf16 DiT, oneDNN int8 prefill rows ---------------------------------
+
+def _tiny_dit():
+    from ..conftest import fixture_dir
+
+    from cosyvoice_ui.cosyvoice.config import parse_v3, read_yaml
+    from cosyvoice_ui.cosyvoice.models.estimators.dit import DiT
+
+    cfg = parse_v3(read_yaml(fixture_dir("cosyvoice3-tiny") / "cosyvoice3.yaml")).flow.cfm.estimator
+    torch.manual_seed(0)
+    return DiT(cfg).eval()
+
+
+@pytest.mark.parametrize("matrix_units", [False, True])
+def test_fast_dit_is_bf16_where_the_cpu_has_matrix_units_else_int8(monkeypatch, matrix_units: bool) -> None:
+    from types import SimpleNamespace
+
+    from cosyvoice_ui.cosyvoice import precision
+
+    if not bf16_is_native():
+        pytest.skip("this CPU has no native bf16 dot products")
+    monkeypatch.setattr(precision, "bf16_matrix_units", lambda: matrix_units)
+    dit = _tiny_dit()
+    flow = SimpleNamespace(estimator=dit, decoder=SimpleNamespace(inference_cfg_rate=0.7))
+    done = precision.flow_precision(flow, "fast", "cpu")
+    assert done["flow"] == ("bf16 estimator" if matrix_units else f"int8 estimator ({done['flow'].split('(')[-1]}")
+    assert dit.compute_dtype == (torch.bfloat16 if matrix_units else torch.float32)
+    # Asked not to use int8, a CPU without matrix units gets bf16 too.
+    monkeypatch.setattr(precision, "bf16_matrix_units", lambda: False)
+    assert not precision.int8_estimator_wanted(FastSettings(int8_estimator=False), _tiny_dit(), "cpu")
+    assert not precision.int8_estimator_wanted(FastSettings(), _tiny_dit(), "cuda")
+
+
+def test_dit_keeps_its_modulations_per_time_with_the_same_numbers() -> None:
+    dit = _tiny_dit()
+    cfg = dit.cfg
+    g = torch.Generator().manual_seed(4)
+    x, mu, cond = (torch.randn(2, cfg.mel_dim, 20, generator=g) for _ in range(3))
+    spks = torch.randn(2, cfg.mel_dim, generator=g)
+    t = torch.tensor([0.25, 0.25])
+    with torch.no_grad():
+        with torch.enable_grad():
+            uncached = dit(x, None, mu, t, spks, cond).detach()  # a gradient wanted: nothing kept
+        assert not dit._modulation_cache
+        first = dit(x, None, mu, t, spks, cond)
+        assert len(dit._modulation_cache) == 1
+        again = dit(x, None, mu, t, spks, cond)
+        other_time = dit(x, None, mu, torch.tensor([0.75, 0.75]), spks, cond)
+    assert torch.equal(first, uncached) and torch.equal(again, uncached)
+    assert len(dit._modulation_cache) == 2 and not torch.allclose(other_time, first)
+    # New weights for the modulation linears (a reload): the kept chunks are not reused.
+    with torch.no_grad():
+        for block in dit.transformer_blocks:
+            block.attn_norm.linear.weight.mul_(2.0)
+        changed = dit(x, None, mu, t, spks, cond)
+        with torch.enable_grad():
+            fresh = dit(x, None, mu, t, spks, cond).detach()
+    assert torch.equal(changed, fresh) and not torch.allclose(changed, first)
+    with torch.no_grad():
+        for step in range(40):  # bounded
+            dit(x, None, mu, torch.full((2,), step / 40), spks, cond)
+    assert len(dit._modulation_cache) <= 32
+
+
+def _int8_layer(in_features: int = 64, out_features: int = 48, seed: int = 0) -> tuple[nn.Linear, nn.Module]:
+    from cosyvoice_ui.cosyvoice.models.linears import quantize_linears_int8
+
+    g = torch.Generator().manual_seed(seed)
+    float_layer = nn.Linear(in_features, out_features)
+    with torch.no_grad():
+        float_layer.weight.copy_(torch.randn(out_features, in_features, generator=g) * 0.1)
+        float_layer.bias.copy_(torch.randn(out_features, generator=g))
+    import copy
+
+    holder = nn.Sequential(copy.deepcopy(float_layer))
+    quantize_linears_int8(holder)
+    return float_layer, holder[0]
+
+
+def test_onednn_rows_take_many_rows_and_leave_few_to_fbgemm() -> None:
+    from cosyvoice_ui.cosyvoice.models.linears import INT8_ONEDNN_MIN_ROWS, Int8RowsOnOneDNN, int8_matrix_units
+
+    if not int8_matrix_units():
+        pytest.skip("this CPU has no int8 matrix units (AMX) for oneDNN")
+    float_layer, dynamic = _int8_layer()
+    wrapped = Int8RowsOnOneDNN(dynamic)
+    g = torch.Generator().manual_seed(1)
+    few = torch.randn(1, INT8_ONEDNN_MIN_ROWS - 1, 64, generator=g)
+    many = torch.randn(2, 3 * INT8_ONEDNN_MIN_ROWS, 64, generator=g)
+    with torch.inference_mode():
+        assert torch.equal(wrapped(few), dynamic(few))  # decoding-sized calls: fbgemm, the same numbers
+        ours, fbgemm, exact = wrapped(many), dynamic(many), float_layer(many)
+    assert ours.shape == exact.shape == (2, 3 * INT8_ONEDNN_MIN_ROWS, 48) and ours.dtype == torch.float32
+    assert not torch.equal(ours, fbgemm)  # the rows did go elsewhere
+    scale = exact.abs().max()
+    # Its activations keep 8 bits (fbgemm's 7), so it is at least as close to float32.
+    assert (ours - exact).abs().max() / scale < 0.03
+    assert (ours - exact).abs().mean() <= (fbgemm - exact).abs().mean() * 1.05
+
+
+def test_fast_llm_takes_onednn_rows_only_where_asked_and_keeps_its_tokens(modules, monkeypatch) -> None:
+    from cosyvoice_ui.cosyvoice import precision
+    from cosyvoice_ui.cosyvoice.models.linears import Int8RowsOnOneDNN, int8_matrix_units
+
+    if not int8_matrix_units():
+        pytest.skip("this CPU has no int8 matrix units (AMX) for oneDNN")
+    llm, flow, _, _ = modules
+    record = apply_precision(llm, flow, "fast", "cpu")
+    wrapped = [m for m in llm.modules() if isinstance(m, Int8RowsOnOneDNN)]
+    assert wrapped and record.llm_rows.startswith("oneDNN int8") and f"({len(wrapped)} linears)" in record.llm_rows
+    with torch.inference_mode():
+        tokens = list(llm.eval().inference(*_llm_inputs()[:4], sampler=_argmax, max_len=12, ignore_eos=True))
+    assert len(tokens) == 12
+    llm2, flow2, _, _ = build_v1_modules(v1_yaml(TinyDims()), seed=3)
+    off = apply_precision(llm2, flow2, "fast", "cpu", FastSettings(onednn_int8_rows=False))
+    assert off.llm_rows == "" and not any(isinstance(m, Int8RowsOnOneDNN) for m in llm2.modules())
+    monkeypatch.setattr(precision, "int8_matrix_units", lambda: False)
+    llm3, flow3, _, _ = build_v1_modules(v1_yaml(TinyDims()), seed=3)
+    assert apply_precision(llm3, flow3, "fast", "cpu").llm_rows == ""
