@@ -47,10 +47,9 @@ def _percentile(values: list[float], q: float) -> float:
 def run_level(engine, model_input, tokens: int, n: int, audio_s: float, ahead: bool = False) -> dict:
     """N streamed requests at once; their first chunks and the wall time. ahead: one request's LLM decodes on
     the batcher's own thread while its chunks render (LLM and flow/vocoder overlapped), as N > 1 always does."""
-    if batches(engine.llm):
-        if isinstance(engine.token_decoder, DecodeBatcher):
-            engine.token_decoder.close()
-        engine.token_decoder = DecodeBatcher(engine.llm, n) if n > 1 or ahead else engine.llm
+    engine.set_batch_width(n)  # as the server's --concurrency sets it: batched LLM steps, renders taking turns
+    if ahead and n == 1 and batches(engine.llm):
+        engine.token_decoder = DecodeBatcher(engine.llm, 1, tick=engine.thread_fit.tick if engine.thread_fit else None)
     results: list[tuple[float, float] | None] = [None] * n
     errors: list[BaseException] = []
     go = threading.Barrier(n)

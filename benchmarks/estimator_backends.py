@@ -10,8 +10,9 @@ them alike. Printed per variant: median [min-max] ms per call, ÷ the engine's f
 build it (export or compile, plus the first call), and its largest difference from float32 eager.
 
 Variants (each skipped with its reason when it cannot be built here):
-  DiT:  fp32 eager (stock) · int8 linears + bf16 attention (fast today) · torch.compile of fp32 and of bf16 ·
-        ONNX Runtime fp32 and its int8 dynamic quantisation (onnxruntime.quantization)
+  DiT:  fp32 eager (stock) · int8 linears + bf16 attention (fast on a CPU without AMX) · bf16 eager (fast where
+        the CPU has AMX) · torch.compile of fp32, of bf16, and of bf16 one block at a time (one graph that every
+        block reuses: a shorter compile) · ONNX Runtime fp32 and its int8 dynamic quantisation
   HiFT: the conv stack only (f0, source and the STFTs stay in torch for every variant): fp32 eager (stock) ·
         bf16 convolutions (fast today) · torch.compile fp32 · ONNX Runtime fp32
 Shapes: the DiT at the fast whole render (guidance batch 2, 3 s prompt + 5 s output = 400 frames) and at a first
@@ -98,6 +99,28 @@ class Variant:
         self.name, self.call, self.build_s, self.note = name, call, build_s, note
 
 
+INT8_DIT, BF16_DIT = "int8 + bf16 attn", "bf16 eager"
+
+
+def fast_dit_name() -> str:
+    """The variant the engine's fast mode runs on this CPU (bf16 where it has AMX, else int8)."""
+    from cosyvoice_ui.cosyvoice.precision import bf16_matrix_units
+
+    return BF16_DIT if bf16_matrix_units() else INT8_DIT
+
+
+def compiled_blocks(name: str, estimator: nn.Module, example: tuple) -> Variant:
+    """bf16, each transformer block compiled on its own (`nn.Module.compile`): the blocks share one graph, their
+    weights being its inputs, so it compiles once for all of them."""
+    module = copy.deepcopy(estimator)
+    module.to_bf16(matmul_attention=True)
+    for block in module.transformer_blocks:
+        block.compile(dynamic=True)
+    variant = compiled(name, DiTCall(module), example, dynamic=None)
+    variant.note = "inductor, one graph for every block"
+    return variant
+
+
 def eager(name: str, module: nn.Module) -> Variant:
     module.eval()
 
@@ -107,10 +130,10 @@ def eager(name: str, module: nn.Module) -> Variant:
     return Variant(name, call, 0.0)
 
 
-def compiled(name: str, module: nn.Module, example: tuple, dynamic: bool) -> Variant:
+def compiled(name: str, module: nn.Module, example: tuple, dynamic: bool | None) -> Variant:
     module.eval()
     start = time.perf_counter()
-    fn = torch.compile(module, dynamic=dynamic)
+    fn = module if dynamic is None else torch.compile(module, dynamic=dynamic)  # None: compiled inside already
 
     def call(*args):
         with torch.inference_mode():
@@ -196,12 +219,16 @@ def dit_variants(estimator: nn.Module, frames: int, scratch: Path, threads: int,
     fp32 = DiTCall(estimator)
     int8 = copy.deepcopy(estimator)
     int8.to_int8(bf16_attention=True)
-    variants: list[Variant | str] = [eager("fp32 eager (stock)", fp32), eager("int8 + bf16 attn (fast)", DiTCall(int8))]
+    bf16_eager = copy.deepcopy(estimator)
+    bf16_eager.to_bf16(matmul_attention=True)
+    variants: list[Variant | str] = [eager("fp32 eager (stock)", fp32), eager(INT8_DIT, DiTCall(int8)),
+                                     eager(BF16_DIT, DiTCall(bf16_eager))]
     if "compile" not in skip:
         variants.append(try_build(compiled, "compile fp32", DiTCall(copy.deepcopy(estimator)), inputs, True))
         bf16 = copy.deepcopy(estimator)
         bf16.to_bf16(matmul_attention=True)
         variants.append(try_build(compiled, "compile bf16", DiTCall(bf16), inputs, True))
+        variants.append(try_build(compiled_blocks, "compile bf16 per block", estimator, inputs))
     if "onnx" not in skip:
         names = ["x", "mu", "t", "spks", "cond"]
         axes = {n: {2: "frames"} for n in ("x", "mu", "cond")} | {"out": {2: "frames"}}
@@ -288,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
             for label, frames in DIT_SHAPES.items():
                 inputs, built = dit_variants(estimator, frames, scratch, args.threads, skip)
                 parts.append(measure(f"DiT estimator, {label} (2 x {frames} frames)", inputs, built,
-                                     "int8 + bf16 attn (fast)", args.runs, args.calls))
+                                     fast_dit_name(), args.runs, args.calls))
         if "hift" in wanted:
             inputs, built = hift_variants(hift, scratch, args.threads, skip)
             parts.append(measure(f"HiFT conv stack, {HIFT_FRAMES} mel frames", inputs, built, "bf16 convs (fast)",

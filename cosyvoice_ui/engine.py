@@ -15,6 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from .errors import Cancelled, InvalidRequest
+from .openmp import release_threads
 from .types import (Audio, AudioChunk, CheckedRequest, EngineInfo, Mode, ProgressCallback, ProgressEvent,
                     SpeakerEmbedder, SynthesisRequest)
 from .validation import DEFAULT_MAX_TEXT_CHARS, check_request, mode_hint
@@ -68,10 +69,13 @@ class Engine(ABC):
             checked = replace(checked, seed=secrets.randbits(31))
         started = time.perf_counter()
         produced, rate = 0, self.info.sample_rate
-        for chunk in self._synthesize(checked, progress, cancel):
-            produced += len(chunk.samples)
-            rate = chunk.sample_rate
-            yield chunk
+        try:
+            for chunk in self._synthesize(checked, progress, cancel):
+                produced += len(chunk.samples)
+                rate = chunk.sample_rate
+                yield chunk
+        finally:
+            release_threads()  # this thread's OpenMP workers, so the next request's thread runs unthrottled
         seconds = produced / rate if rate else 0.0
         elapsed = time.perf_counter() - started
         report(progress, "done", 1.0, f"{seconds:.1f} s of audio")

@@ -23,10 +23,20 @@ Then 2 alternating batches each, back to back:
 So a neighbour costs about 2× (it takes one of the two cores) instead of 14×. The price is 13–17 % on a quiet
 machine. A dedicated box can take that back with GOMP_SPINCOUNT=300000, because an explicit GOMP_SPINCOUNT or
 OMP_WAIT_POLICY in the environment wins.
+
+Threads (issue 26, fifth pass). Every thread that runs a parallel region keeps its own team of OpenMP workers, and
+GNU OpenMP counts them all: once there are more than the machine has cores, every team's idle workers stop spinning
+at barriers almost at once ("throttled"), and the hundreds of short regions of a decode step or a chunk render each
+wait for a sleeping worker. The model loads on one thread and requests run on the server's worker threads, so on a
+2-core machine every request ran throttled: a v3 fast first chunk took 1.37–1.43 s on a worker thread against
+0.96–1.00 s on the thread that loaded, and as long as on one thread. `release_threads` lets go of the calling
+thread's team (`omp_pause_resource_all`) when its work is done (after a load, after each request, when the decode
+loop goes idle), so the team of the thread that works next is the only one.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
 
 SPIN_COUNT = "5000"
@@ -37,3 +47,18 @@ def share_cores_politely() -> None:
     its OpenMP runtime) has not been loaded yet, so the package calls it when it is imported."""
     if "GOMP_SPINCOUNT" not in os.environ and "OMP_WAIT_POLICY" not in os.environ:
         os.environ["GOMP_SPINCOUNT"] = SPIN_COUNT
+
+
+_PAUSE_SOFT = 1  # omp_pause_soft: the workers go; the runtime starts new ones at the next parallel region
+
+
+def release_threads() -> bool:
+    """Let go of the calling thread's OpenMP workers (module docstring). Costs a thread start at this thread's next
+    parallel region (~0.1 ms). Returns False where the runtime has no `omp_pause_resource_all` (OpenMP < 5) or
+    refused (inside a parallel region)."""
+    try:
+        pause = ctypes.CDLL(None).omp_pause_resource_all
+    except (AttributeError, OSError):
+        return False
+    pause.argtypes, pause.restype = [ctypes.c_int], ctypes.c_int
+    return pause(_PAUSE_SOFT) == 0

@@ -10,7 +10,7 @@ from __future__ import annotations
 import gc
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +28,7 @@ from .frontend.prompt import PromptEncoder, PromptFeatures
 from .loader import ModelParts, load_parts
 from .models.decode_batcher import DecodeBatcher, batches
 from . import thread_fit
+from ..openmp import release_threads
 from .render_turns import RenderTurns
 from .precision import FastSettings, trim_flow_prompt
 from .recipes import ModelInput, check_transcript_length
@@ -74,11 +75,20 @@ class CosyVoiceEngine(Engine):
         # What decodes speech tokens: the LLM itself, or the loop that batches concurrent requests' steps.
         # On a CPU the threads that decode and render follow the cores other processes leave free (thread_fit.py).
         self.thread_fit = thread_fit.shared() if self.device.type == "cpu" else None
+        self.token_decoder = self.llm
+        self.render_turns: RenderTurns | None = None
+        self.set_batch_width(batch_width)
+
+    def set_batch_width(self, width: int) -> None:
+        """How many requests' LLM steps run as one batch (`DecodeBatcher`, where the LLM can), with their renders
+        taking turns, first chunks first (render_turns.py); 1: each request decodes and renders on its own thread.
+        Call it while no request runs (the previous batcher is closed)."""
+        if isinstance(self.token_decoder, DecodeBatcher):
+            self.token_decoder.close()
         tick = self.thread_fit.tick if self.thread_fit is not None else None
-        self.token_decoder = (DecodeBatcher(self.llm, batch_width, tick=tick) if batch_width > 1 and batches(self.llm)
-                              else self.llm)
-        # Concurrent requests render one at a time, first chunks first (render_turns.py).
-        self.render_turns = RenderTurns() if batch_width > 1 else None
+        self.render_turns = RenderTurns() if width > 1 else None
+        self.token_decoder = (DecodeBatcher(self.llm, width, tick=tick, hold=self.render_turns.first_chunks_pending)
+                              if width > 1 and batches(self.llm) else self.llm)
 
     # --- interface ------------------------------------------------------------------------------
 
@@ -133,7 +143,10 @@ class CosyVoiceEngine(Engine):
 
     def encode_voice(self, audio: Audio) -> PromptFeatures:
         """Features of a (checked) voice recording; cached by audio hash."""
-        return self.prompts.encode(audio_utils.check_prompt(audio))
+        try:
+            return self.prompts.encode(audio_utils.check_prompt(audio))
+        finally:
+            release_threads()  # as `synthesize` does (openmp.py)
 
     def add_voice(self, voice_id: str, features: PromptFeatures, transcript: str) -> None:
         """Make a saved voice usable as `speaker` in zero-shot, cross-lingual and vc requests."""
@@ -240,9 +253,12 @@ class CosyVoiceEngine(Engine):
         forced_tokens: decode exactly this many speech tokens, ignoring EOS, so that every run does
         the same work (benchmarks). None decodes until EOS as usual.
         """
-        with torch.inference_mode():
-            yield from self._render_segment(model_input, None, generator, None, None, 0, 1, stream, 1.0,
-                                            forced_tokens)
+        try:
+            with torch.inference_mode():
+                yield from self._render_segment(model_input, None, generator, None, None, 0, 1, stream, 1.0,
+                                                forced_tokens)
+        finally:
+            release_threads()  # as `synthesize` does (openmp.py)
 
     def _flow_prompt(self, model_input: ModelInput) -> FlowPrompt:
         tokens, mel = model_input.flow_prompt_tokens, model_input.prompt_mel
@@ -282,8 +298,9 @@ class CosyVoiceEngine(Engine):
         if source_tokens is not None:
             tokens_iter = iter(source_tokens[0].tolist())
         else:
+            urgent = getattr(render, "waiting_for_tokens", None)  # taking turns: first chunks first
             tokens_iter = self.llm.tokens_for_flow(self._llm_tokens(model_input, generator, cancel, stage,
-                                                                    forced_tokens))
+                                                                    forced_tokens, urgent))
         if record is not None:  # `record` receives every token the flow is given
             tokens_iter = _recorded(tokens_iter, record)
         if streamed:
@@ -310,14 +327,17 @@ class CosyVoiceEngine(Engine):
             self.thread_fit.tick()
 
     def _llm_tokens(self, model_input: ModelInput, generator: torch.Generator, cancel: threading.Event | None,
-                    stage, forced_tokens: int | None = None) -> Iterator[int]:
+                    stage, forced_tokens: int | None = None,
+                    urgent: Callable[[], bool] | None = None) -> Iterator[int]:
         device = self.device
         expected = max(1, 12 * model_input.text.shape[1])
         count = 0
+        batched = {"urgent": urgent} if isinstance(self.token_decoder, DecodeBatcher) and urgent else {}
         for token in self.token_decoder.inference(
             model_input.text.to(device), model_input.prompt_text.to(device),
             model_input.llm_prompt_tokens.to(device), model_input.llm_embedding.to(device),
             sampler=self.sampler, generator=generator, max_len=forced_tokens, ignore_eos=forced_tokens is not None,
+            **batched,
         ):
             count += 1
             self._fit_threads()
@@ -357,4 +377,5 @@ def load_engine(model_dir: str | Path, device: str = "auto", progress: ProgressC
     """
     parts = load_parts(Path(model_dir), device=device, progress=progress, precision=precision, threads=threads,
                        n_timesteps=n_timesteps, fast=fast)
+    release_threads()  # the loading thread's OpenMP workers: requests run on other threads (openmp.py)
     return CosyVoiceEngine(parts, max_text_chars=max_text_chars, batch_width=batch_width)

@@ -144,6 +144,22 @@ def test_an_engine_with_a_batch_width_renders_concurrent_requests_as_alone(famil
     shared.close()
 
 
+def test_set_batch_width_switches_batched_decoding_and_render_turns(tiny_v3: Path) -> None:
+    engine = load_engine(tiny_v3, device="cpu")
+    assert engine.token_decoder is engine.llm and engine.render_turns is None
+    engine.set_batch_width(3)  # what the benchmarks set per level, as the server's --concurrency does at load
+    batcher = engine.token_decoder
+    assert isinstance(batcher, DecodeBatcher) and batcher.width == 3 and engine.render_turns is not None
+    assert batcher.tick is not None  # its thread follows the free cores like the engine's own
+    tokens = batcher.inference(*_inputs(engine, 4), sampler=greedy, max_len=3)
+    assert len(list(tokens)) == 3
+    engine.set_batch_width(1)
+    assert engine.token_decoder is engine.llm and engine.render_turns is None
+    with pytest.raises(RuntimeError, match="unloaded"):  # the old batcher was closed
+        next(batcher.inference(*_inputs(engine, 4), sampler=greedy, max_len=3))
+    engine.close()
+
+
 def test_a_stream_decoded_in_a_batch_is_the_same_for_the_same_seed(v3_engine, tiny_v3) -> None:
     engine = load_engine(tiny_v3, device="cpu", batch_width=2)
     request = SynthesisRequest(Mode.ZERO_SHOT, text="Hi.", prompt_audio=voice_clip(3.0), prompt_text="A prompt.",
