@@ -207,3 +207,74 @@ def test_render_turns_go_one_at_a_time_first_chunks_first() -> None:
     for thread in [first, *waiting]:
         thread.join(10)
     assert order == ["busy", "first chunk", "second chunk", "third chunk"]
+
+
+def test_first_renders_are_marked_pending_until_they_end() -> None:
+    from cosyvoice_ui.cosyvoice.render_turns import RenderTurns
+
+    turns = RenderTurns()
+    request = turns.wrap(lambda: "rendered")
+    assert not turns.first_chunks_pending() and request.waiting_for_tokens()
+    seen = []
+    slow = turns.wrap(lambda: seen.append(turns.first_chunks_pending()))
+    slow()  # its first render: pending while it runs
+    assert seen == [True] and not slow.waiting_for_tokens() and not turns.first_chunks_pending()
+    slow()  # its second render is not a first one
+    assert seen == [True, False]
+    assert request() == "rendered" and not request.waiting_for_tokens()
+
+
+def test_the_loop_holds_its_steps_for_a_first_render_unless_a_request_waits_for_tokens(v3_engine) -> None:
+    """hold() true and no running sequence urgent: no step. An urgent sequence (its request still waits for its first
+    chunk's tokens) keeps the steps going; so does hold() false."""
+    import time
+
+    hold, urgent = threading.Event(), threading.Event()
+    batcher = DecodeBatcher(v3_engine.llm, 2, hold=hold.is_set)
+    try:
+        tokens = batcher.inference(*_inputs(v3_engine, 4), sampler=greedy, max_len=40, ignore_eos=True,
+                                   urgent=urgent.is_set)
+        next(tokens)  # prefilled and stepping
+        hold.set()
+        time.sleep(0.3)  # the loop notices the hold
+        steps = batcher.steps
+        time.sleep(0.3)
+        assert batcher.steps == steps and batcher.held > 0  # held: no step
+        urgent.set()  # the request now waits for tokens: steps resume though the hold stands
+        deadline = time.monotonic() + 10
+        while batcher.steps == steps and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert batcher.steps > steps
+        urgent.clear()
+        hold.clear()
+        assert len([next(tokens) for _ in range(10)]) == 10
+        tokens.close()
+    finally:
+        batcher.close()
+
+
+def test_engine_threads_let_go_of_their_openmp_teams(tiny_v3: Path, monkeypatch) -> None:
+    """After a load, a request and a voice encoding, and before a request's thread waits for tokens or a render
+    turn, the calling thread releases its OpenMP workers (openmp.py: teams of idle threads throttle the others')."""
+    import cosyvoice_ui.cosyvoice.engine as cosy_engine
+    import cosyvoice_ui.cosyvoice.models.decode_batcher as batcher_module
+    import cosyvoice_ui.cosyvoice.render_turns as turns_module
+    import cosyvoice_ui.engine as base_engine
+    from cosyvoice_ui.openmp import release_threads
+
+    assert release_threads() in (True, False)  # never raises, wherever OpenMP is missing or older
+    calls: list[str] = []
+    for module, where in ((cosy_engine, "engine"), (base_engine, "request"), (batcher_module, "tokens"),
+                          (turns_module, "turns")):
+        monkeypatch.setattr(module, "release_threads", lambda where=where: calls.append(where) or True)
+    engine = load_engine(tiny_v3, device="cpu", batch_width=2)
+    assert calls == ["engine"]  # the loading thread
+    features = engine.encode_voice(voice_clip(3.0))
+    assert calls[-1] == "engine" and features is not None
+    calls.clear()
+    request = SynthesisRequest(Mode.ZERO_SHOT, text="Hello there.", prompt_audio=voice_clip(3.0),
+                               prompt_text="A prompt transcript.", seed=3, stream=True)
+    chunks = list(engine.synthesize(request))
+    assert chunks and chunks[-1].final
+    assert calls[-1] == "request" and "tokens" in calls and "turns" in calls
+    engine.close()
