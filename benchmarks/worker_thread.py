@@ -40,7 +40,8 @@ from cosyvoice_ui.testing.signals import voice_clip  # noqa: E402
 from workload import Workload, build_input, render_streaming  # noqa: E402
 
 _RELEASING_MODULES = ("cosyvoice_ui.engine", "cosyvoice_ui.cosyvoice.engine",
-                      "cosyvoice_ui.cosyvoice.models.decode_batcher", "cosyvoice_ui.cosyvoice.render_turns")
+                      "cosyvoice_ui.cosyvoice.models.decode_batcher", "cosyvoice_ui.cosyvoice.render_turns",
+                      "workload")
 
 
 @contextlib.contextmanager

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import torch
 
 from cosyvoice_ui.cosyvoice.frontend.prompt import PromptFeatures
+from cosyvoice_ui.openmp import release_threads
 from cosyvoice_ui.cosyvoice.recipes import ModelInput
 from cosyvoice_ui.types import Mode
 
@@ -160,7 +161,9 @@ def render_streaming(engine, model_input: ModelInput, tokens: int, seed: int) ->
             first = time.perf_counter() - start
         pieces.append(wave.reshape(-1))
     total = time.perf_counter() - start
-    return first if first is not None else total, total, len(pieces), torch.cat(pieces)
+    wave = torch.cat(pieces)
+    release_threads()  # as a server's job slot does after its own torch work (cosyvoice_ui/openmp.py)
+    return first if first is not None else total, total, len(pieces), wave
 
 
 @contextlib.contextmanager

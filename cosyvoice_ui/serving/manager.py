@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ..engine import Engine, report
 from ..errors import Cancelled, ConfigError, CosyVoiceError
+from ..openmp import release_threads
 from ..settings import LoadOptions
 from ..types import EngineInfo, ProgressCallback, ProgressEvent
 from .backends import ModelChoice, describe, load_any, model_choices, name_key, resolve_load_options
@@ -320,6 +321,9 @@ class ModelManager:
                 raise Cancelled("the job was stopped before it started")
             yield engine
         finally:
+            # This worker thread's OpenMP team (a watermark, a loudness pass, a load ran torch here too): a team
+            # left behind throttles the next job's thread (openmp.py).
+            release_threads()
             with self._cond:
                 self._running -= 1
                 self._last_used = time.monotonic()
