@@ -115,7 +115,8 @@ def main() -> None:
         print(f"  {name:<32}{medians[name][0]:>8.2f} s [{min(firsts):.2f}-{max(firsts):.2f}]"
               f"{medians[name][1]:>9.2f} s [{min(totals):.2f}-{max(totals):.2f}]")
     now, before = medians["worker thread, teams released"], medians["worker thread, teams kept"]
-    print(f"  worker thread, released ÷ kept: first chunk {now[0] / before[0]:.2f}, whole stream {now[1] / before[1]:.2f}")
+    print(f"  worker thread, released ÷ kept: first chunk {now[0] / before[0]:.2f}, "
+          f"whole stream {now[1] / before[1]:.2f}")
 
 
 if __name__ == "__main__":

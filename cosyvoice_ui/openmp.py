@@ -28,10 +28,12 @@ Threads (issue 26, fifth pass). Every thread that runs a parallel region keeps i
 GNU OpenMP counts them all: once there are more than the machine has cores, every team's idle workers stop spinning
 at barriers almost at once ("throttled"), and the hundreds of short regions of a decode step or a chunk render each
 wait for a sleeping worker. The model loads on one thread and requests run on the server's worker threads, so on a
-2-core machine every request ran throttled: a v3 fast first chunk took 1.37–1.43 s on a worker thread against
-0.96–1.00 s on the thread that loaded, and as long as on one thread. `release_threads` lets go of the calling
-thread's team (`omp_pause_resource_all`) when its work is done (after a load, after each request, when the decode
-loop goes idle), so the team of the thread that works next is the only one.
+2-core machine every request ran throttled, as slowly as on one thread: a v3 fast first chunk took 1.46 s on a
+worker thread against 1.04 s with the teams released (benchmarks/worker_thread.py), a whole stream 8.4 against
+6.6 s. GNU caps the throttled spin at 100 (1,000 under OMP_WAIT_POLICY=ACTIVE); no variable lifts it.
+`release_threads` lets go of the calling thread's team (`omp_pause_resource_all`) when its work is done or it is
+about to wait (after a load, a request, a job slot; before waiting for tokens or a render turn; when the decode loop
+idles or holds), so the team of the thread that works next is the only one.
 """
 
 from __future__ import annotations
