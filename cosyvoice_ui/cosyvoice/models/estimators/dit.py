@@ -292,6 +292,7 @@ class DiT(nn.Module):
         by up to ~1 rad) and the rotary angles (positions · inv_freq reach thousands of rad); the rotation
         itself runs in float32. `forward` still takes and returns float32. matmul_attention: attention as
         matmul-softmax-matmul instead of SDPA (faster in bf16 on CPU)."""
+        self._modulation_cache.clear()
         for name, child in self.named_children():
             if name not in ("time_embed", "rotary_embed"):
                 child.to(torch.bfloat16)
@@ -306,6 +307,7 @@ class DiT(nn.Module):
         (where the CPU has native bf16). The DiT is nearly all linears, so on CPU this beats `to_bf16`
         (fbgemm's int8 GEMMs run ~1.5x the bf16 rate); the time embedding stays float32. Returns how
         many linears were replaced."""
+        self._modulation_cache.clear()  # its linears are replaced (a freed one's id could come back)
         count = quantize_linears_int8(self, skip=("time_embed",))
         for module in self.modules():
             if isinstance(module, Attention):
