@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import CheckpointError, InvalidRequest
+from ..openmp import release_threads
 from .signal import ASR_RATE
 
 log = logging.getLogger(__name__)
@@ -95,8 +96,11 @@ class WhisperRecognizer:
             if mask is not None:  # long-form: the library walks the windows on predicted timestamps
                 kwargs.update(attention_mask=mask.to(self.device), return_timestamps=True,
                               condition_on_prev_tokens=False, max_new_tokens=MAX_NEW_TOKENS)
-            with torch.inference_mode():
-                out = self.model.generate(features.to(self.device, self.dtype), **kwargs)
+            try:
+                with torch.inference_mode():
+                    out = self.model.generate(features.to(self.device, self.dtype), **kwargs)
+            finally:
+                release_threads()  # this worker thread's OpenMP team would throttle the next job's (openmp.py)
             sequences = out["sequences"] if isinstance(out, dict) else out
             text = self.processor.tokenizer.batch_decode(sequences, skip_special_tokens=True)[0]
         return " ".join(text.split()), language
