@@ -82,7 +82,7 @@ class FastSettings:
     bf16_estimator: bool = True  # only taken where `bf16_is_native()`
     # Estimators made of linears (v3's DiT): int8 linears + bf16 attention instead of bf16, on CPUs without bf16
     # matrix units (AMX). Where the CPU has them, bf16 GEMMs outrun fbgemm's int8 ones (v3 DiT per call: bf16
-    # 0.67x of int8, benchmarks/estimator_backends.py), so bf16 is taken there whatever this says.
+    # 0.63x of int8, benchmarks/estimator_backends.py), so bf16 is taken there whatever this says.
     int8_estimator: bool = True
     matmul_attention: bool = True  # bf16 estimator: matmul-softmax-matmul instead of SDPA (faster on CPU)
     bf16_hift: bool = True  # HiFT's convolution stack in bf16 (f0 and source stay float32); only where native
