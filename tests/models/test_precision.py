@@ -354,13 +354,17 @@ def test_onednn_rows_take_many_rows_and_leave_few_to_fbgemm() -> None:
     if not int8_matrix_units():
         pytest.skip("this CPU has no int8 matrix units (AMX) for oneDNN")
     float_layer, dynamic = _int8_layer()
-    wrapped = Int8RowsOnOneDNN(dynamic)
     g = torch.Generator().manual_seed(1)
     few = torch.randn(1, INT8_ONEDNN_MIN_ROWS - 1, 64, generator=g)
     many = torch.randn(2, 3 * INT8_ONEDNN_MIN_ROWS, 64, generator=g)
     with torch.inference_mode():
-        assert torch.equal(wrapped(few), dynamic(few))  # decoding-sized calls: fbgemm, the same numbers
-        ours, fbgemm, exact = wrapped(many), dynamic(many), float_layer(many)
+        fbgemm_few, fbgemm, exact = dynamic(few), dynamic(many), float_layer(many)
+    keys = set(dynamic.state_dict())
+    wrapped = Int8RowsOnOneDNN.adopt(dynamic)
+    assert wrapped is dynamic and set(wrapped.state_dict()) == keys  # the layer itself, its keys unchanged
+    with torch.inference_mode():
+        assert torch.equal(wrapped(few), fbgemm_few)  # decoding-sized calls: fbgemm, the same numbers
+        ours = wrapped(many)
     assert ours.shape == exact.shape == (2, 3 * INT8_ONEDNN_MIN_ROWS, 48) and ours.dtype == torch.float32
     assert not torch.equal(ours, fbgemm)  # the rows did go elsewhere
     scale = exact.abs().max()

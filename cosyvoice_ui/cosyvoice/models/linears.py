@@ -25,6 +25,7 @@ import warnings
 
 import torch
 from torch import nn
+from torch.ao.nn.quantized.dynamic import Linear as DynamicQuantLinear
 
 
 def _linears(module: nn.Module, skip: tuple[str, ...]) -> list[tuple[str, nn.Linear]]:
@@ -120,8 +121,6 @@ def quantize_linears_int8(module: nn.Module, skip: tuple[str, ...] = ()) -> int:
 def int8_slot(linear: nn.Linear) -> nn.Module:
     """An int8 dynamic linear of `linear`'s shape whose values come later (`prepared.fill` sets its weight):
     built from a 1x1 weight, so a meta-built model's layout costs no memory."""
-    from torch.ao.nn.quantized.dynamic import Linear as DynamicQuantLinear
-
     with torch.device("cpu"), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # torch deprecates creating quantized tensors; the layer still needs one
         slot = DynamicQuantLinear(1, 1, bias_=linear.bias is not None, dtype=torch.qint8)
@@ -196,44 +195,50 @@ def quantize_linears_int4(module: nn.Module, skip: tuple[str, ...] = (), group: 
 INT8_ONEDNN_MIN_ROWS = 16  # fbgemm wins below (v3 LLM, 24 layers: 16 rows 19.2 against 16.0 ms; 4 rows 12.9 / 14.0)
 
 
-class Int8RowsOnOneDNN(nn.Module):
+class Int8RowsOnOneDNN(DynamicQuantLinear):
     """An int8 dynamic linear (torch.ao, fbgemm) that sends calls of at least `min_rows` rows to oneDNN's int8
     inner product, which runs on AMX tiles: the same per-channel (or per-tensor) int8 weights, activations
     quantised per call to uint8 over their own range (fbgemm takes a 7-bit range, so these rows are a little
-    closer to float32, not the same numbers). Inference only; built after loading (and after any prepared
-    copy is written), never saved: `decode` keeps the original layer and its state-dict keys."""
+    closer to float32, not the same numbers). Inference only, made after loading (and after any prepared copy is
+    written) by `adopt`, which turns the loaded layer itself into one: a decoding call then costs what the plain
+    layer's did (a wrapping module's extra call was ~1 ms per decode step over 121 linears), and the state-dict
+    keys stay the layer's."""
 
-    def __init__(self, dynamic: nn.Module, min_rows: int = INT8_ONEDNN_MIN_ROWS) -> None:
-        super().__init__()
-        self.decode = dynamic
-        self.in_features, self.out_features, self.min_rows = dynamic.in_features, dynamic.out_features, min_rows
+    @classmethod
+    def adopt(cls, dynamic: DynamicQuantLinear, min_rows: int = INT8_ONEDNN_MIN_ROWS) -> Int8RowsOnOneDNN:
+        """`dynamic`, in place, now also holding its weights packed for oneDNN (a second int8 copy)."""
         weight, bias = dynamic._packed_params._weight_bias()
         levels = weight.int_repr().contiguous()
+        out_features = levels.size(0)
         if weight.qscheme() in (torch.per_channel_affine, torch.per_channel_symmetric):
             scales, zeros = weight.q_per_channel_scales(), weight.q_per_channel_zero_points()
         else:
-            scales = torch.full((self.out_features,), weight.q_scale(), dtype=torch.float64)
-            zeros = torch.full((self.out_features,), weight.q_zero_point(), dtype=torch.long)
+            scales = torch.full((out_features,), weight.q_scale(), dtype=torch.float64)
+            zeros = torch.full((out_features,), weight.q_zero_point(), dtype=torch.long)
         if bool((zeros != 0).any()):
             raise ValueError("oneDNN's int8 linear takes symmetric weights; this layer's have zero points")
-        self.weight_packed = torch.ops.onednn.qlinear_prepack(levels, None)
-        self.weight_scales = scales.float().contiguous()
-        self.weight_zero_points = torch.zeros(self.out_features, dtype=torch.long)
-        self.bias = None if bias is None else bias.detach().float().contiguous()
+        packed = torch.ops.onednn.qlinear_prepack(levels, None)
+        dynamic.__class__ = cls
+        dynamic.min_rows = min_rows
+        dynamic.weight_packed = packed
+        dynamic.weight_scales = scales.float().contiguous()
+        dynamic.weight_zero_points = torch.zeros(out_features, dtype=torch.long)
+        dynamic.onednn_bias = None if bias is None else bias.detach().float().contiguous()
+        return dynamic
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         rows = x.numel() // self.in_features
         if rows < self.min_rows:
-            return self.decode(x)
+            return super().forward(x)
         flat = x.reshape(rows, self.in_features).float().contiguous()
         quantised = torch.quantize_per_tensor_dynamic(flat, torch.quint8, False)
         y = torch.ops.onednn.qlinear_pointwise(
             quantised.int_repr(), quantised.q_scale(), quantised.q_zero_point(), self.weight_packed,
-            self.weight_scales, self.weight_zero_points, self.bias, 1.0, 0, torch.float32, "none", [], "")
+            self.weight_scales, self.weight_zero_points, self.onednn_bias, 1.0, 0, torch.float32, "none", [], "")
         return y.reshape(*x.shape[:-1], self.out_features)
 
     def extra_repr(self) -> str:
-        return f"in_features={self.in_features}, out_features={self.out_features}, min_rows={self.min_rows}"
+        return f"{super().extra_repr()}, oneDNN for {self.min_rows}+ rows"
 
 
 def int8_matrix_units() -> bool:
@@ -249,19 +254,16 @@ def int8_matrix_units() -> bool:
         quantize_linears_int8(probe)
         x = torch.randn(INT8_ONEDNN_MIN_ROWS, 64, generator=generator)
         with torch.inference_mode():
-            ours, theirs = Int8RowsOnOneDNN(probe[0])(x), probe[0](x)
+            theirs = probe[0](x)
+            ours = Int8RowsOnOneDNN.adopt(probe[0])(x)
         return bool((ours - theirs).abs().max() <= 0.05 * theirs.abs().max())
     except (AttributeError, RuntimeError, ValueError):
         return False
 
 
 def int8_rows_on_onednn(module: nn.Module, min_rows: int = INT8_ONEDNN_MIN_ROWS) -> int:
-    """Wrap every int8 dynamic linear under `module` in an `Int8RowsOnOneDNN`, in place. Returns how many."""
-    from torch.ao.nn.quantized.dynamic import Linear as DynamicQuantLinear
-
-    targets = [(name, m) for name, m in module.named_modules() if isinstance(m, DynamicQuantLinear)]
-    for name, linear in targets:
-        parent_name, _, child = name.rpartition(".")
-        parent = module.get_submodule(parent_name) if parent_name else module
-        setattr(parent, child, Int8RowsOnOneDNN(linear, min_rows))
+    """Make every int8 dynamic linear under `module` an `Int8RowsOnOneDNN`, in place. Returns how many."""
+    targets = [m for m in module.modules() if type(m) is DynamicQuantLinear]
+    for linear in targets:
+        Int8RowsOnOneDNN.adopt(linear, min_rows)
     return len(targets)
