@@ -170,7 +170,7 @@ def weight_bytes_in_memory(engine) -> int:
             if isinstance(module, DynamicQuantLinear):
                 add(module.weight())
                 add(module.bias())
-            if isinstance(module, Int8RowsOnOneDNN):  # its oneDNN copy of the int8 weights (`decode` holds the other)
+            if isinstance(module, Int8RowsOnOneDNN):  # its second, oneDNN-packed copy of the int8 weights
                 add(module.weight_packed)
             add(getattr(module, "rand_noise", None))
     return total

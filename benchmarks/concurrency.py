@@ -32,11 +32,9 @@ for path in (REPO, HERE):
 import cosyvoice_ui  # noqa: E402, F401  (sets OpenMP's spin count before torch loads, as the app does)
 import torch  # noqa: E402
 
-from cosyvoice_ui.cosyvoice.engine import load_engine  # noqa: E402
 from cosyvoice_ui.cosyvoice.models.decode_batcher import DecodeBatcher, batches  # noqa: E402
-from cosyvoice_ui.testing.signals import voice_clip  # noqa: E402
 
-from workload import Workload, build_input, render_streaming  # noqa: E402
+from workload import StreamBench, render_streaming  # noqa: E402
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -96,21 +94,11 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object (last line)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    from bench_engine import DEFAULT_CACHE, FAMILIES, full_size_folder, tiny_folder
 
     with tempfile.TemporaryDirectory() as scratch:
-        if args.model_dir:
-            folder = args.model_dir
-        elif args.tiny:
-            folder = tiny_folder(Path(scratch), args.family)
-        else:
-            folder = full_size_folder(args.cache_dir or DEFAULT_CACHE, args.family)
-        engine = load_engine(folder, device="cpu", precision=args.precision)
-        family = FAMILIES[args.family]
-        workload = Workload.for_family(family.token_rate, family.mel_rate)
-        tokens = args.tokens or (40 if args.tiny else workload.output_tokens)
-        features = engine.encode_voice(voice_clip(workload.prompt_seconds, rate=16000))
-        model_input = build_input(engine, features, workload)
+        bench = StreamBench.open(args.family, args.precision, scratch, args.model_dir, args.tiny, args.cache_dir)
+        folder, engine, family, model_input = bench.folder, bench.engine, bench.family, bench.model_input
+        tokens = args.tokens or (40 if args.tiny else bench.workload.output_tokens)
         audio_s = tokens / family.token_rate
         # Warm up past the first chunk, so that the voice's prompt chunks are kept (as for any voice used before).
         render_streaming(engine, model_input, min(tokens, 40), seed=1)

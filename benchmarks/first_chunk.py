@@ -31,10 +31,8 @@ for path in (REPO, HERE):
 import cosyvoice_ui  # noqa: E402, F401  (sets OpenMP's spin count before torch loads, as the app does)
 import torch  # noqa: E402
 
-from cosyvoice_ui.cosyvoice.engine import load_engine  # noqa: E402
-from cosyvoice_ui.testing.signals import voice_clip  # noqa: E402
 
-from workload import (Workload, build_input, estimator_swapped, fbgemm_rows, has_onednn_rows,  # noqa: E402
+from workload import (StreamBench, estimator_swapped, fbgemm_rows, has_onednn_rows,  # noqa: E402
                       int8_estimator_copy, kept_frames)
 
 
@@ -78,16 +76,10 @@ def main() -> None:
     parser.add_argument("--cache-dir", type=Path)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    from bench_engine import DEFAULT_CACHE, FAMILIES, full_size_folder, tiny_folder
 
     with tempfile.TemporaryDirectory() as scratch:
-        folder = (args.model_dir or (tiny_folder(Path(scratch), args.family) if args.tiny
-                                     else full_size_folder(args.cache_dir or DEFAULT_CACHE, args.family)))
-        engine = load_engine(folder, device="cpu", precision=args.precision)
-        family = FAMILIES[args.family]
-        workload = Workload.for_family(family.token_rate, family.mel_rate)
-        features = engine.encode_voice(voice_clip(workload.prompt_seconds, rate=16000))
-        model_input = build_input(engine, features, workload)
+        bench = StreamBench.open(args.family, args.precision, scratch, args.model_dir, args.tiny, args.cache_dir)
+        folder, engine, family, model_input = bench.folder, bench.engine, bench.family, bench.model_input
         # name: (schedule, keep frames, estimator (None: the engine's), prefill rows on fbgemm)
         variants = {"now": (family.streaming, True, None, False),
                     "now, nothing kept": (family.streaming, False, None, False),

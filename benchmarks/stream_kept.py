@@ -35,9 +35,8 @@ import torch  # noqa: E402
 
 from cosyvoice_ui.cosyvoice.models.cfm_causal import fixed_noise  # noqa: E402
 from cosyvoice_ui.cosyvoice.streaming_qwen import _QwenTokenToWave, stream_with_lookahead  # noqa: E402
-from cosyvoice_ui.testing.signals import voice_clip  # noqa: E402
 
-from workload import Workload, build_input, estimator_swapped, int8_estimator_copy, kept_frames  # noqa: E402
+from workload import StreamBench, estimator_swapped, int8_estimator_copy, kept_frames  # noqa: E402
 
 
 class MelOnly(_QwenTokenToWave):
@@ -69,18 +68,10 @@ def main() -> int:
     p.add_argument("--cache-dir", type=Path)
     args = p.parse_args()
     torch.set_num_threads(args.threads)
-    from bench_engine import DEFAULT_CACHE, FAMILIES, full_size_folder, tiny_folder
-
-    from cosyvoice_ui.cosyvoice.engine import load_engine
 
     with tempfile.TemporaryDirectory() as scratch:
-        folder = (args.model_dir or (tiny_folder(Path(scratch), "v3") if args.tiny
-                                     else full_size_folder(args.cache_dir or DEFAULT_CACHE, "v3")))
-        engine = load_engine(folder, device="cpu", precision=args.precision)
-        family = FAMILIES["v3"]
-        workload = Workload.for_family(family.token_rate, family.mel_rate)
-        model_input = build_input(engine, engine.encode_voice(voice_clip(workload.prompt_seconds, rate=16000)),
-                                  workload)
+        bench = StreamBench.open("v3", args.precision, scratch, args.model_dir, args.tiny, args.cache_dir)
+        folder, engine, workload, model_input = bench.folder, bench.engine, bench.workload, bench.model_input
         g = torch.Generator().manual_seed(7)
         tokens = torch.randint(0, engine.flow.cfg.vocab_size - 3, (workload.output_tokens,), generator=g).tolist()
         store = engine.flow.prompt_prefixes

@@ -34,10 +34,8 @@ for path in (REPO, HERE):
 import cosyvoice_ui  # noqa: E402, F401  (sets OpenMP's spin count before torch loads, as the app does)
 import torch  # noqa: E402
 
-from cosyvoice_ui.cosyvoice.engine import load_engine  # noqa: E402
-from cosyvoice_ui.testing.signals import voice_clip  # noqa: E402
 
-from workload import Workload, build_input, render_streaming  # noqa: E402
+from workload import StreamBench, render_streaming  # noqa: E402
 
 _RELEASING_MODULES = ("cosyvoice_ui.engine", "cosyvoice_ui.cosyvoice.engine",
                       "cosyvoice_ui.cosyvoice.models.decode_batcher", "cosyvoice_ui.cosyvoice.render_turns",
@@ -79,17 +77,11 @@ def main() -> None:
     parser.add_argument("--cache-dir", type=Path)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    from bench_engine import DEFAULT_CACHE, FAMILIES, full_size_folder, tiny_folder
 
     with tempfile.TemporaryDirectory() as scratch:
-        folder = (args.model_dir or (tiny_folder(Path(scratch), args.family) if args.tiny
-                                     else full_size_folder(args.cache_dir or DEFAULT_CACHE, args.family)))
-        engine = load_engine(folder, device="cpu", precision=args.precision)
-        family = FAMILIES[args.family]
-        workload = Workload.for_family(family.token_rate, family.mel_rate)
-        tokens = args.tokens or (40 if args.tiny else workload.output_tokens)
-        model_input = build_input(engine, engine.encode_voice(voice_clip(workload.prompt_seconds, rate=16000)),
-                                  workload)
+        bench = StreamBench.open(args.family, args.precision, scratch, args.model_dir, args.tiny, args.cache_dir)
+        folder, engine, model_input = bench.folder, bench.engine, bench.model_input
+        tokens = args.tokens or (40 if args.tiny else bench.workload.output_tokens)
 
         def render(seed: int) -> tuple[float, float]:
             first, total, _, _ = render_streaming(engine, model_input, tokens, seed)

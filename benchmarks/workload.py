@@ -234,3 +234,35 @@ def has_onednn_rows(engine) -> bool:
     from cosyvoice_ui.cosyvoice.models.linears import Int8RowsOnOneDNN
 
     return any(isinstance(m, Int8RowsOnOneDNN) for m in engine.llm.modules())
+
+
+@dataclass
+class StreamBench:
+    """What the streaming benchmarks (first_chunk, stream_kept, concurrency, worker_thread) time: one family's
+    folder loaded at a precision, and the workload's input for a voice encoded from a test clip."""
+
+    folder: object  # Path
+    engine: object  # CosyVoiceEngine
+    family: object  # bench_engine.FAMILIES entry
+    workload: Workload
+    model_input: ModelInput
+
+    @classmethod
+    def open(cls, family: str, precision: str, scratch, model_dir=None, tiny: bool = False,
+             cache_dir=None) -> StreamBench:
+        """`model_dir`, or a tiny random folder written to `scratch`, or the full-size random one (bench_engine's
+        cache)."""
+        from pathlib import Path
+
+        from bench_engine import DEFAULT_CACHE, FAMILIES, full_size_folder, tiny_folder
+
+        from cosyvoice_ui.cosyvoice.engine import load_engine
+        from cosyvoice_ui.testing.signals import voice_clip
+
+        folder = model_dir or (tiny_folder(Path(scratch), family) if tiny
+                               else full_size_folder(cache_dir or DEFAULT_CACHE, family))
+        engine = load_engine(folder, device="cpu", precision=precision)
+        spec = FAMILIES[family]
+        workload = Workload.for_family(spec.token_rate, spec.mel_rate)
+        features = engine.encode_voice(voice_clip(workload.prompt_seconds, rate=16000))
+        return cls(folder, engine, spec, workload, build_input(engine, features, workload))

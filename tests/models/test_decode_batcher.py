@@ -262,7 +262,10 @@ def test_engine_threads_let_go_of_their_openmp_teams(tiny_v3: Path, monkeypatch)
     import cosyvoice_ui.engine as base_engine
     from cosyvoice_ui.openmp import release_threads
 
-    assert release_threads() in (True, False)  # never raises, wherever OpenMP is missing or older
+    import ctypes
+
+    # torch's OpenMP runtime (5.0+) has the call: a thread outside any parallel region may always pause its team.
+    assert release_threads() is hasattr(ctypes.CDLL(None), "omp_pause_resource_all")
     calls: list[str] = []
     for module, where in ((cosy_engine, "engine"), (base_engine, "request"), (batcher_module, "tokens"),
                           (turns_module, "turns")):
