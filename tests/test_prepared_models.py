@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from cosyvoice_ui import Mode, SynthesisRequest, load_engine
-from cosyvoice_ui.cosyvoice.checkpoint import _mapped_ranges, mapped_pages_dropped, read_state_dict
+from cosyvoice_ui.cosyvoice.checkpoint import _mapped_ranges, _still_maps, mapped_pages_dropped, read_state_dict
 from cosyvoice_ui.cosyvoice.prepared import ENABLED_ENV, FOLDER_NAME, cache_dir_for
 from cosyvoice_ui.testing.signals import voice_clip
 
@@ -166,6 +166,44 @@ def test_mapped_pages_are_let_go_and_the_values_survive(tmp_path) -> None:
         assert _resident_kib(ranges) >= 15 * 1024
     assert _resident_kib(ranges) < 1024
     assert float(state["w"].sum()) == total  # read again from the file: nothing was lost
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="needs Linux's /proc")
+def test_pages_go_while_the_block_still_runs(tmp_path) -> None:
+    """The drop thread lets pages go during the conversion, not only at its end: a conversion that reads the
+    whole file never holds it all at once."""
+    import time
+
+    path = tmp_path / "weights.pt"
+    torch.save({"w": torch.arange(4 << 20, dtype=torch.float32)}, path)  # 16 MiB
+    state = read_state_dict(path, mapped=True)
+    ranges = _mapped_ranges(path.resolve())
+    with mapped_pages_dropped(path, every_s=0.002):
+        total = float(state["w"].sum())
+        deadline = time.monotonic() + 5.0
+        while _resident_kib(ranges) >= 1024 and time.monotonic() < deadline:
+            time.sleep(0.005)
+        assert _resident_kib(ranges) < 1024, "the touched pages were still resident inside the block"
+        assert float(state["w"].sum()) == total
+
+
+@pytest.mark.skipif(not Path("/proc/self/map_files").exists(), reason="needs Linux's /proc/self/map_files")
+def test_a_range_is_confirmed_only_while_it_maps_the_file(tmp_path) -> None:
+    path = tmp_path / "weights.pt"
+    other = tmp_path / "other.pt"
+    torch.save({"w": torch.zeros(1 << 20)}, path)
+    torch.save({"w": torch.zeros(1 << 20)}, other)
+    state = read_state_dict(path, mapped=True)
+    (start, end), = _mapped_ranges(path.resolve())
+    assert _still_maps(start, end, path.resolve())
+    assert not _still_maps(start, end, other.resolve())  # another file's name
+    assert not _still_maps(start, end + 4096, path.resolve())  # not exactly that mapping
+    del state
+    import gc
+
+    gc.collect()  # the last view of the map goes: so does the mapping
+    assert not _mapped_ranges(path.resolve())
+    assert not _still_maps(start, end, path.resolve())
 
 
 def test_every_fast_setting_is_known_to_change_weights_or_not() -> None:

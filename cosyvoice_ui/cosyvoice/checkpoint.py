@@ -6,6 +6,7 @@ Every key rename is a named function below with the reason for it; nothing is re
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -138,14 +139,20 @@ MADV_DONTNEED = 4  # Linux
 
 
 @contextmanager
-def mapped_pages_dropped(path: Path, every_s: float = 0.05) -> Iterator[None]:
+def mapped_pages_dropped(path: Path, every_s: float = 0.002) -> Iterator[None]:
     """While the block converts a file read with `read_state_dict(path, mapped=True)`, a thread tells the kernel
     every `every_s` that this process no longer needs the mapping's pages it has touched.
 
     Converting a float file to int8 touches every page once; without this they all stay resident until the
     mapping goes, and the process peaks at the whole float file plus its int8 copy. Dropping pages of a private
     file mapping that nobody wrote to loses nothing: a later read faults them in again from the file. Linux only;
-    elsewhere (or without libc's madvise) the block runs unchanged."""
+    elsewhere (or without libc's madvise) the block runs unchanged.
+
+    Why 2 ms: a bf16 conversion reads a few GB/s, so a 50 ms period let ~100 MB of float pages pile up between
+    drops, and that pile sat on top of the peak (benchmarks/load_memory.py, v1 cold). The mapping's place is
+    looked up once in /proc/self/maps (~0.3 ms) and then only confirmed before each drop through
+    /proc/self/map_files (~2 µs): dropping pages of a range that some other mapping has since taken would zero
+    live memory, so a range that is no longer exactly this file's mapping is looked up again instead."""
     madvise = _madvise()
     target = Path(path).resolve()
     if madvise is None:
@@ -154,8 +161,11 @@ def mapped_pages_dropped(path: Path, every_s: float = 0.05) -> Iterator[None]:
     stop = threading.Event()
 
     def drop() -> None:
+        ranges: list[tuple[int, int]] = []
         while not stop.wait(every_s):
-            for start, end in _mapped_ranges(target):
+            if not ranges or not all(_still_maps(start, end, target) for start, end in ranges):
+                ranges = _mapped_ranges(target)
+            for start, end in ranges:
                 madvise(start, end - start, MADV_DONTNEED)
 
     thread = threading.Thread(target=drop, name="drop-mapped-pages", daemon=True)
@@ -167,6 +177,15 @@ def mapped_pages_dropped(path: Path, every_s: float = 0.05) -> Iterator[None]:
         thread.join()
         for start, end in _mapped_ranges(target):
             madvise(start, end - start, MADV_DONTNEED)
+
+
+def _still_maps(start: int, end: int, path: Path) -> bool:
+    """True while [start, end) is exactly one mapping of `path` in this process (a link in /proc/self/map_files;
+    False where that is unreadable, which sends the caller back to /proc/self/maps)."""
+    try:
+        return os.readlink(f"/proc/self/map_files/{start:x}-{end:x}") == str(path)
+    except OSError:
+        return False
 
 
 def _madvise():

@@ -20,6 +20,7 @@ from torch import nn
 from ..engine import report
 from ..errors import CheckpointError, ConfigError
 from ..types import EngineInfo, Precision, ProgressCallback
+from ..heap import trim_heap
 from .checkpoint import mapped_pages_dropped, read_state_dict
 from .config import ModelConfig, read_yaml
 from .device import resolve_device
@@ -111,8 +112,10 @@ def _load_model(path: Path, prepared: PreparedModels | None, converting: bool, b
         model = load(converting)
         done = transform(model)
         gc.collect()  # the replaced float layers sit in reference cycles (torch.ao's swap): free them now
+        trim_heap()  # and their heap pages go back before the copy is written and the next file arrives
         if prepared is not None:  # writing reads every kept float tensor once: its pages go too
             prepared.save(path.name, model)
+            trim_heap()  # the int8 layers' unpacked copies, one per layer, that writing made
     return model, done, "float" if prepared is None else "written"
 
 
@@ -155,28 +158,32 @@ def load_parts(model_dir: Path, device: str = "auto", progress: ProgressCallback
     # float file is read through a memory map whose pages are let go as they are used (`mapped_pages_dropped`):
     # it never sits in memory whole beside its new layout.
     converting = device == "cpu"
-    report(progress, "load", 0.05, "loading llm.pt")
-    llm, done, source = _load_model(
+    # The vocoder comes first: folding its weight norms makes a whole float copy (~80 MB for every family) before
+    # its bf16 layout replaces it, and that passing copy adds least to the peak while nothing else is loaded yet.
+    report(progress, "load", 0.05, "loading hift.pt")
+    hift, done, source = _load_model(
+        folder.path / "hift.pt", prepared, converting, lambda: backend.build_vocoder(config.hift, config),
+        lambda mapped: backend.load_vocoder(config.hift, read_state_dict(folder.path / "hift.pt", mapped),
+                                            config).to(device),
+        lambda model: vocoder_precision(model, precision, device, fast))
+    done = {"mode": precision, **done}
+    sources = [source]
+    report(progress, "load", 0.10, "loading llm.pt")
+    llm, llm_done, source = _load_model(
         folder.path / "llm.pt", prepared, converting, lambda: backend.build_llm(config.llm, folder.path),
         lambda mapped: backend.load_llm(config.llm, read_state_dict(folder.path / "llm.pt", mapped),
                                         folder.path).to(device),
         lambda model: llm_precision(model, precision, device, fast))
-    done = {"mode": precision, **done, **llm_rows_precision(llm, precision, device, fast)}
-    sources = [source]
-    report(progress, "load", 0.50, "loading flow.pt")
+    done.update(llm_done)
+    done.update(llm_rows_precision(llm, precision, device, fast))
+    trim_heap()  # the oneDNN copies were made from unpacked int8 weights, one layer at a time
+    sources.append(source)
+    report(progress, "load", 0.55, "loading flow.pt")
     flow, flow_done, source = _load_model(
         folder.path / "flow.pt", prepared, converting, lambda: backend.build_flow(config.flow),
         lambda mapped: backend.load_flow(config.flow, read_state_dict(folder.path / "flow.pt", mapped)).to(device),
         lambda model: flow_precision(model, precision, device, fast))
     done.update(flow_done)
-    sources.append(source)
-    report(progress, "load", 0.70, "loading hift.pt")
-    hift, hift_done, source = _load_model(
-        folder.path / "hift.pt", prepared, converting, lambda: backend.build_vocoder(config.hift, config),
-        lambda mapped: backend.load_vocoder(config.hift, read_state_dict(folder.path / "hift.pt", mapped),
-                                            config).to(device),
-        lambda model: vocoder_precision(model, precision, device, fast))
-    done.update(hift_done)
     sources.append(source)
     if prepared is not None:
         done["prepared"] = "read" if set(sources) == {"read"} else "written" if "written" in sources else "partly read"

@@ -3,9 +3,10 @@ number of CPU threads the model backends compute with."""
 
 from __future__ import annotations
 
-import ctypes
 import gc
 import os
+
+from ..heap import trim_heap
 
 
 def rss_mb() -> float:
@@ -21,10 +22,7 @@ def rss_mb() -> float:
 def release_memory() -> None:
     """Give freed memory back to the OS: Python objects, glibc's heap, the CUDA cache."""
     gc.collect()
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
+    trim_heap()
     try:
         import torch
 
