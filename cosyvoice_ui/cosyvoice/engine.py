@@ -11,6 +11,7 @@ import gc
 import logging
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -30,7 +31,7 @@ from .models.decode_batcher import DecodeBatcher, batches
 from . import thread_fit
 from ..openmp import release_threads
 from .render_turns import RenderTurns
-from .precision import FastSettings, trim_flow_prompt
+from .precision import FastSettings, stock_llm_for_rows, trim_flow_prompt
 from .recipes import ModelInput, check_transcript_length
 from .streaming import FlowPrompt
 
@@ -85,10 +86,16 @@ class CosyVoiceEngine(Engine):
         Call it while no request runs (the previous batcher is closed)."""
         if isinstance(self.token_decoder, DecodeBatcher):
             self.token_decoder.close()
+        batched = width > 1 and batches(self.llm)
+        if self.precision.mode == "stock" and batched:  # several rows a step: the packed layout is faster
+            relaid = stock_llm_for_rows(self.llm, width, self.device.type)
+            if relaid is not None:
+                self.precision = replace(self.precision, llm=relaid)
+                self._info = replace(self._info, precision=self.precision)
         tick = self.thread_fit.tick if self.thread_fit is not None else None
         self.render_turns = RenderTurns() if width > 1 else None
         self.token_decoder = (DecodeBatcher(self.llm, width, tick=tick, hold=self.render_turns.first_chunks_pending)
-                              if width > 1 and batches(self.llm) else self.llm)
+                              if batched else self.llm)
 
     # --- interface ------------------------------------------------------------------------------
 
@@ -358,8 +365,6 @@ def _recorded(tokens: Iterator[int], into: list[int]) -> Iterator[int]:
 
 
 def _with_voices(info: EngineInfo, voices: tuple[str, ...]) -> EngineInfo:
-    from dataclasses import replace
-
     return replace(info, saved_voices=voices)
 
 

@@ -111,15 +111,30 @@ def settings_for(precision: str) -> FastSettings | None:
     raise ValueError(f"unknown precision {precision!r}; choose one of {PRECISIONS}")
 
 
-def speed_up_llm(llm: TransformerLM, device: str) -> str:
-    """The stock LLM transform (same numbers, faster kernels); returns a description."""
+def speed_up_llm(llm: TransformerLM, device: str, rows: int = 1) -> str:
+    """The stock LLM transform (same numbers, faster kernels) for decoding steps of `rows` rows (the engine's
+    batch width); returns a description.
+
+    One row: each linear keeps its weight row-major, in the process's own memory, for torch's plain product.
+    More rows: oneDNN's packed layout (`pack_linears`). Measured on a v3 decode step (issue 26, 2 threads, 121
+    linears, 1.46 GB of float32 weights): one row 65-66 ms a step row-major against 76-80 ms packed, while four
+    rows take ~100 ms of linears row-major against ~60 ms packed, and a 150-row prefill 20-50 ms longer
+    row-major. `stock_llm_for_rows` changes the choice when the batch width changes."""
     fused = llm.fuse_qkv()
     if device != "cpu":
         return f"fp32 (q/k/v fused in {fused} layers)"
-    if onednn_linear_works():
+    if rows > 1 and onednn_linear_works():
         return f"fp32 (oneDNN packed, {llm.pack_linears()} linears, q/k/v fused)"
-    llm.column_major_linears()
-    return "fp32 (column-major linears)"
+    return f"fp32 (row-major for one-row steps, {llm.own_linear_weights()} linears, q/k/v fused)"
+
+
+def stock_llm_for_rows(llm: TransformerLM, rows: int, device: str) -> str | None:
+    """When a stock LLM on a CPU is to decode `rows` rows a step and still has the one-row layout, pack it for
+    oneDNN (`speed_up_llm`); returns the new description, or None when nothing changed. A packed LLM stays
+    packed when the width goes back to 1 (its float weights are gone; it is still correct, a little slower)."""
+    if device != "cpu" or rows <= 1 or llm.has_packed_linears() or not onednn_linear_works():
+        return None
+    return speed_up_llm(llm, device, rows)
 
 
 def bf16_is_native() -> bool:

@@ -14,6 +14,7 @@ import torch
 
 from cosyvoice_ui import Mode, SynthesisRequest, load_engine
 from cosyvoice_ui.cosyvoice.models.decode_batcher import DecodeBatcher, batches
+from cosyvoice_ui.cosyvoice.models.linears import onednn_linear_works
 from cosyvoice_ui.cosyvoice.models.sampling import greedy
 from cosyvoice_ui.testing.signals import voice_clip
 
@@ -158,6 +159,22 @@ def test_set_batch_width_switches_batched_decoding_and_render_turns(tiny_v3: Pat
     with pytest.raises(RuntimeError, match="unloaded"):  # the old batcher was closed
         next(batcher.inference(*_inputs(engine, 4), sampler=greedy, max_len=3))
     engine.close()
+
+
+def test_a_stock_llm_takes_the_packed_layout_when_it_batches(tiny_v3: Path, tiny_base: Path) -> None:
+    engine = load_engine(tiny_v3, device="cpu", precision="stock")
+    assert engine.info.precision.llm.startswith("fp32 (row-major for one-row steps")
+    assert not engine.llm.has_packed_linears()
+    engine.set_batch_width(3)
+    if onednn_linear_works():
+        assert engine.llm.has_packed_linears()
+        assert engine.info.precision.llm.startswith("fp32 (oneDNN packed")
+        assert engine.precision.llm == engine.info.precision.llm
+    tokens = engine.token_decoder.inference(*_inputs(engine, 4), sampler=greedy, max_len=3)
+    assert len(list(tokens)) == 3
+    engine.close()
+    v1 = load_engine(tiny_base, device="cpu", precision="stock", batch_width=4)  # v1 never batches: one-row steps
+    assert not v1.llm.has_packed_linears() and v1.info.precision.llm.startswith("fp32 (row-major")
 
 
 def test_a_stream_decoded_in_a_batch_is_the_same_for_the_same_seed(v3_engine, tiny_v3) -> None:

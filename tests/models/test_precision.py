@@ -11,7 +11,7 @@ from torch import nn
 from cosyvoice_ui.cosyvoice.models.linears import (INT4_GROUP, Int4Linear, PackedLinear, int4_kernels_available,
                                                    onednn_linear_works, pack_linears, quantize_linears_int4)
 from cosyvoice_ui.cosyvoice.precision import (FastSettings, apply_precision, bf16_is_native, speed_up_llm,
-                                              trim_flow_prompt)
+                                              stock_llm_for_rows, trim_flow_prompt)
 from cosyvoice_ui.testing.tiny_model import TinyDims, build_v1_modules, v1_yaml
 
 
@@ -63,8 +63,21 @@ def test_packed_linear_matches_linear_and_speed_up_keeps_the_llm_numbers(modules
     with torch.inference_mode():
         before = llm.teacher_forced_logp(*_llm_inputs())
         tokens = list(llm.inference(*_llm_inputs()[:4], sampler=_argmax, max_len=20, ignore_eos=True))
-    assert speed_up_llm(llm, "cpu").startswith("fp32 (oneDNN packed")
+    decoder_weight = llm.llm_decoder.weight
+    # One-row steps: plain linears on a private row-major copy of each weight (same values).
+    assert speed_up_llm(llm, "cpu").startswith("fp32 (row-major for one-row steps")
+    assert type(llm.llm_decoder) is nn.Linear and not llm.has_packed_linears()
+    assert llm.llm_decoder.weight.data_ptr() != decoder_weight.data_ptr()
+    assert torch.equal(llm.llm_decoder.weight, decoder_weight) and llm.llm_decoder.weight.is_contiguous()
+    with torch.inference_mode():
+        row_major = llm.teacher_forced_logp(*_llm_inputs())
+        assert list(llm.inference(*_llm_inputs()[:4], sampler=_argmax, max_len=20, ignore_eos=True)) == tokens
+    assert (row_major - before).abs().max() < 1e-4
+    # Several rows a step: oneDNN's packed layout, made once.
+    assert stock_llm_for_rows(llm, 1, "cpu") is None
+    assert stock_llm_for_rows(llm, 4, "cpu").startswith("fp32 (oneDNN packed")
     assert type(llm.spk_embed_affine_layer) is nn.Linear and isinstance(llm.llm_decoder, PackedLinear)
+    assert stock_llm_for_rows(llm, 4, "cpu") is None  # already packed
     with torch.inference_mode():
         after = llm.teacher_forced_logp(*_llm_inputs())
         assert list(llm.inference(*_llm_inputs()[:4], sampler=_argmax, max_len=20, ignore_eos=True)) == tokens

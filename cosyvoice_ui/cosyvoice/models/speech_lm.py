@@ -23,7 +23,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from .linears import column_major_linears, pack_linears, quantize_linears_int4, quantize_linears_int8
+from .linears import (PackedLinear, column_major_linears, own_linear_weights, pack_linears, quantize_linears_int4,
+                      quantize_linears_int8)
 from .sampling import Sampler
 
 log = logging.getLogger(__name__)
@@ -89,6 +90,14 @@ class SpeechTokenLM(nn.Module):
         """Pre-pack the linears for oneDNN (`PackedLinear`, CPU only; check `onednn_linear_works()`); returns
         how many. Same numbers up to summation order."""
         return pack_linears(self, skip=self.KEEP_LINEARS)
+
+    def own_linear_weights(self) -> int:
+        """Every linear weight as a private row-major copy (`own_linear_weights`); returns how many."""
+        return own_linear_weights(self, skip=self.KEEP_LINEARS)
+
+    def has_packed_linears(self) -> bool:
+        """True when `pack_linears` has run."""
+        return any(isinstance(module, PackedLinear) for module in self.modules())
 
     def column_major_linears(self) -> int:
         """Store every linear weight column-major (same values, shapes and state-dict keys); returns how many."""
