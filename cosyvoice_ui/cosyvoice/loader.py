@@ -19,8 +19,8 @@ from torch import nn
 
 from ..engine import report
 from ..errors import CheckpointError, ConfigError
-from ..types import EngineInfo, Precision, ProgressCallback
 from ..heap import trim_heap
+from ..types import EngineInfo, Precision, ProgressCallback
 from .checkpoint import mapped_pages_dropped, read_state_dict
 from .config import ModelConfig, read_yaml
 from .device import resolve_device
