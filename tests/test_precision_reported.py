@@ -28,6 +28,10 @@ def test_health_and_models_report_the_precision_in_effect(tiny_sft: Path, tmp_pa
         listed = client.get("/v1/models").json()["data"][0]["precision"]
     assert health == listed and health["mode"] == "fast" and health["loaded"] is True
     assert "int8" in health["llm"]  # what the stage runs as, not only the mode's name
+    from cosyvoice_ui.cosyvoice.models.linears import int8_matrix_units
+
+    # where the prefills run: oneDNN where the CPU has AMX (and the owner did not turn it off), else nowhere else
+    assert health["llm_rows"].startswith("oneDNN int8") if int8_matrix_units() else health["llm_rows"] == ""
 
 
 def radio_value(client: TestClient, key: str) -> object:

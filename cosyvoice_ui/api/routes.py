@@ -359,8 +359,8 @@ def precision_of(service: ApiService, info) -> dict | None:
     loaded = service.manager.loaded is not None
     if loaded:
         record = info.precision
-        return {"mode": record.mode, "loaded": True, "llm": record.llm, "flow": record.flow, "vocoder": record.hift,
-                "flow_steps": record.flow_steps}
+        return {"mode": record.mode, "loaded": True, "llm": record.llm, "llm_rows": record.llm_rows,
+                "flow": record.flow, "vocoder": record.hift, "flow_steps": record.flow_steps}
     return {"mode": service.manager.load_options.precision, "loaded": False}
 
 

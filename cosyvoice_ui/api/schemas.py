@@ -156,6 +156,8 @@ class PrecisionRecord(BaseModel):
     mode: str
     loaded: bool = Field(description="true: the loaded model computes so; false: the mode it will load in")
     llm: str | None = None
+    llm_rows: str | None = Field(None, description="where the int8 LLM's many-row calls (prefills) run when not "
+                                 "on its own layers: oneDNN's int8 GEMM on CPUs with AMX; empty when they do not")
     flow: str | None = None
     vocoder: str | None = None
     flow_steps: int | None = None

@@ -37,6 +37,7 @@ effect (benchmarks/bench_engine.py).
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -91,8 +92,12 @@ class FastSettings:
     guidance: bool = True  # classifier-free guidance in the flow; off halves its work (extra-fast only)
     chunked_last_pass: bool = True  # v3 streams: the last flow pass in chunk attention from the kept frames
     # The int8 LLM's calls of many rows (prefills) on oneDNN's int8 GEMM where the CPU has AMX (0.43x fbgemm's
-    # time at 200 rows); decoding stays on fbgemm. A second packed copy of the int8 weights, made at load.
+    # time at 200 rows); decoding stays on fbgemm. A second packed copy of the int8 weights, made at load
+    # (~0.36 GB for v2/v3): a memory-tight host turns it off with COSYVOICE_ONEDNN_INT8_ROWS=0.
     onednn_int8_rows: bool = True
+
+
+ONEDNN_ROWS_ENV = "COSYVOICE_ONEDNN_INT8_ROWS"  # "0": no oneDNN copy of the int8 LLM (prefills on fbgemm)
 
 
 def settings_for(precision: str) -> FastSettings | None:
@@ -206,7 +211,7 @@ def llm_rows_precision(llm: TransformerLM, precision: str, device: str, fast: Fa
     if precision == "stock" or device != "cpu":
         return {}
     fast = fast or settings_for(precision)
-    if not fast.onednn_int8_rows or not int8_matrix_units():
+    if not fast.onednn_int8_rows or os.environ.get(ONEDNN_ROWS_ENV, "1") == "0" or not int8_matrix_units():
         return {}
     count = int8_rows_on_onednn(llm)
     return {"llm_rows": f"oneDNN int8 for {INT8_ONEDNN_MIN_ROWS}+ rows ({count} linears)"} if count else {}

@@ -405,6 +405,11 @@ def test_fast_llm_takes_onednn_rows_only_where_asked_and_keeps_its_tokens(module
     llm2, flow2, _, _ = build_v1_modules(v1_yaml(TinyDims()), seed=3)
     off = apply_precision(llm2, flow2, "fast", "cpu", FastSettings(onednn_int8_rows=False))
     assert off.llm_rows == "" and not any(isinstance(m, Int8RowsOnOneDNN) for m in llm2.modules())
+    monkeypatch.setenv(precision.ONEDNN_ROWS_ENV, "0")  # a memory-tight host's switch
+    llm4, flow4, _, _ = build_v1_modules(v1_yaml(TinyDims()), seed=3)
+    assert apply_precision(llm4, flow4, "fast", "cpu").llm_rows == ""
+    assert not any(isinstance(m, Int8RowsOnOneDNN) for m in llm4.modules())
+    monkeypatch.delenv(precision.ONEDNN_ROWS_ENV)
     monkeypatch.setattr(precision, "int8_matrix_units", lambda: False)
     llm3, flow3, _, _ = build_v1_modules(v1_yaml(TinyDims()), seed=3)
     assert apply_precision(llm3, flow3, "fast", "cpu").llm_rows == ""
