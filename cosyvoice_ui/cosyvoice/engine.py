@@ -142,7 +142,10 @@ class CosyVoiceEngine(Engine):
         per recording, for telling the voices of a dub's transcribed cues apart."""
 
         def embed(audio: Audio) -> np.ndarray:
-            return self.prompts.speaker_embedding(self.prompts.to_16k(audio)).numpy().reshape(-1)
+            try:
+                return self.prompts.speaker_embedding(self.prompts.to_16k(audio)).numpy().reshape(-1)
+            finally:
+                release_threads()  # a dub's worker thread: its OpenMP team would throttle the renders' (openmp.py)
 
         return SpeakerEmbedder("campplus", embed, CAMPPLUS_SAME_VOICE)
 

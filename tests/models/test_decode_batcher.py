@@ -271,7 +271,7 @@ def test_the_loop_holds_its_steps_for_a_first_render_unless_a_request_waits_for_
 
 
 def test_engine_threads_let_go_of_their_openmp_teams(tiny_v3: Path, monkeypatch) -> None:
-    """After a load, a request and a voice encoding, and before a request's thread waits for tokens or a render
+    """After a load, a request, a voice encoding and a speaker vector, and before a request's thread waits for tokens or a render
     turn, the calling thread releases its OpenMP workers (openmp.py: teams of idle threads throttle the others')."""
     import cosyvoice_ui.cosyvoice.engine as cosy_engine
     import cosyvoice_ui.cosyvoice.models.decode_batcher as batcher_module
@@ -291,6 +291,9 @@ def test_engine_threads_let_go_of_their_openmp_teams(tiny_v3: Path, monkeypatch)
     assert calls == ["engine"]  # the loading thread
     features = engine.encode_voice(voice_clip(3.0))
     assert calls[-1] == "engine" and features is not None
+    calls.clear()
+    vector = engine.speaker_embedder().embed(voice_clip(2.0))  # a dub's cues, told apart on a worker thread
+    assert calls == ["engine"] and vector.ndim == 1 and vector.size > 0
     calls.clear()
     request = SynthesisRequest(Mode.ZERO_SHOT, text="Hello there.", prompt_audio=voice_clip(3.0),
                                prompt_text="A prompt transcript.", seed=3, stream=True)
