@@ -160,9 +160,6 @@ def weight_bytes_in_memory(engine) -> int:
         for module in model.modules():
             for t in list(module.parameters(recurse=False)) + list(module.buffers(recurse=False)):
                 add(t)
-            if isinstance(module, PackedLinear):
-                total += module.in_features * module.out_features * 4
-                add(module.bias)
             if isinstance(module, Int4Linear):
                 add(module.weight_packed)
                 add(module.scales_and_zeros)

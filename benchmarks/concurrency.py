@@ -46,6 +46,7 @@ def run_level(engine, model_input, tokens: int, n: int, audio_s: float, ahead: b
     """N streamed requests at once; their first chunks and the wall time. ahead: one request's LLM decodes on
     the batcher's own thread while its chunks render (LLM and flow/vocoder overlapped), as N > 1 always does."""
     engine.set_batch_width(n)  # as the server's --concurrency sets it: batched LLM steps, renders taking turns
+    engine.wait_for_recorded_steps()  # its steps of several rows, recorded on a thread of their own
     if ahead and n == 1 and batches(engine.llm):
         engine.token_decoder = DecodeBatcher(engine.llm, 1, tick=engine.thread_fit.tick if engine.thread_fit else None)
     results: list[tuple[float, float] | None] = [None] * n

@@ -31,7 +31,7 @@ from .models.decode_batcher import DecodeBatcher, batches
 from . import thread_fit
 from ..openmp import release_threads
 from .render_turns import RenderTurns
-from .precision import FastSettings, stock_llm_for_rows, trim_flow_prompt
+from .precision import FastSettings, llm_step_precision, stock_llm_for_rows, trim_flow_prompt
 from .recipes import ModelInput, check_transcript_length
 from .streaming import FlowPrompt
 
@@ -78,6 +78,7 @@ class CosyVoiceEngine(Engine):
         self.thread_fit = thread_fit.shared() if self.device.type == "cpu" else None
         self.token_decoder = self.llm
         self.render_turns: RenderTurns | None = None
+        self._recording: threading.Thread | None = None
         self.set_batch_width(batch_width)
 
     def set_batch_width(self, width: int) -> None:
@@ -89,13 +90,33 @@ class CosyVoiceEngine(Engine):
         batched = width > 1 and batches(self.llm)
         if self.precision.mode == "stock" and batched:  # several rows a step: the packed layout is faster
             relaid = stock_llm_for_rows(self.llm, width, self.device.type)
-            if relaid is not None:
-                self.precision = replace(self.precision, llm=relaid)
+            if relaid is not None:  # the re-layout dropped a recorded step: a lone request's steps still take one
+                recorded = llm_step_precision(self.llm, self.device.type).get("llm_step", "")
+                self.precision = replace(self.precision, llm=relaid, llm_step=recorded)
                 self._info = replace(self._info, precision=self.precision)
+        if batched and self.precision.llm_step:
+            # Steps of 2 .. width rows get graphs too, recorded on a thread of their own (~2.5 s each for v3 on 2
+            # cores): the engine serves at once, and a row count steps eagerly until its graph is there.
+            self._recording = threading.Thread(target=self._record_rows, args=(width,), name="record-decode-rows",
+                                               daemon=True)
+            self._recording.start()
         tick = self.thread_fit.tick if self.thread_fit is not None else None
         self.render_turns = RenderTurns() if width > 1 else None
         self.token_decoder = (DecodeBatcher(self.llm, width, tick=tick, hold=self.render_turns.first_chunks_pending)
                               if batched else self.llm)
+
+    def _record_rows(self, width: int) -> None:
+        try:
+            recorded = self.llm.record_decode_rows(width)
+            log.info("decoding steps of 2-%d rows recorded (%d row counts)", width, recorded)
+        finally:
+            release_threads()  # this thread's OpenMP team would throttle the threads that serve (openmp.py)
+
+    def wait_for_recorded_steps(self, timeout: float | None = None) -> None:
+        """Wait until the decoding steps of several rows that `set_batch_width` records are recorded (benchmarks
+        and tests time the engine as it serves once they are)."""
+        if self._recording is not None:
+            self._recording.join(timeout)
 
     # --- interface ------------------------------------------------------------------------------
 

@@ -30,7 +30,8 @@ from .frontend.prompt import PromptEncoder
 from .models.sampling import RasSampler
 from .models.linears import int4_kernels_available
 from .precision import (PRECISIONS, FastSettings, bf16_is_native, bf16_matrix_units, flow_precision, llm_precision,
-                        llm_rows_precision, precision_record, resolve_precision, settings_for, vocoder_precision)
+                        llm_rows_precision, llm_step_precision, precision_record, resolve_precision, settings_for,
+                        vocoder_precision)
 from .prepared import PreparedModels
 from .prepared import enabled as prepared_enabled
 from .recipes import InputRecipe
@@ -176,6 +177,7 @@ def load_parts(model_dir: Path, device: str = "auto", progress: ProgressCallback
         lambda model: llm_precision(model, precision, device, fast))
     done.update(llm_done)
     done.update(llm_rows_precision(llm, precision, device, fast))
+    done.update(llm_step_precision(llm, device))  # after every re-layout of the LLM's weights
     trim_heap()  # the oneDNN copies were made from unpacked int8 weights, one layer at a time
     sources.append(source)
     report(progress, "load", 0.55, "loading flow.pt")

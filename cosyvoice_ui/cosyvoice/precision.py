@@ -98,6 +98,7 @@ class FastSettings:
 
 
 ONEDNN_ROWS_ENV = "COSYVOICE_ONEDNN_INT8_ROWS"  # "0": no oneDNN copy of the int8 LLM (prefills on fbgemm)
+STEP_GRAPH_ENV = "COSYVOICE_STEP_GRAPH"  # "0": one-row decoding steps run eagerly (no recorded graph)
 
 
 def settings_for(precision: str) -> FastSettings | None:
@@ -178,6 +179,7 @@ def apply_precision(llm: TransformerLM, flow: MaskedDiffWithXvec, precision: str
     check_precision(precision)
     done = {"mode": precision, **llm_precision(llm, precision, device, fast),
             **llm_rows_precision(llm, precision, device, fast),
+            **llm_step_precision(llm, device),
             **flow_precision(flow, precision, device, fast)}
     if hift is not None:
         done.update(vocoder_precision(hift, precision, device, fast))
@@ -215,6 +217,15 @@ def llm_rows_precision(llm: TransformerLM, precision: str, device: str, fast: Fa
         return {}
     count = int8_rows_on_onednn(llm)
     return {"llm_rows": f"oneDNN int8 for {INT8_ONEDNN_MIN_ROWS}+ rows ({count} linears)"} if count else {}
+
+
+def llm_step_precision(llm: TransformerLM, device: str) -> dict:
+    """Last of the LLM's transforms, in every precision: its one-row decoding step recorded as a graph where the
+    backbone can (v2/v3 on a CPU; `step_graph.py`). The same numbers as the eager step, and 0.65-0.8x its time
+    (issue 26, v3 int8, 2 threads). Returns the record fields it sets. `COSYVOICE_STEP_GRAPH=0` turns it off."""
+    if device != "cpu" or os.environ.get(STEP_GRAPH_ENV, "1") == "0":
+        return {}
+    return {"llm_step": "recorded graph"} if llm.record_decode_step() else {}
 
 
 def flow_precision(flow: MaskedDiffWithXvec, precision: str, device: str, fast: FastSettings | None = None) -> dict:

@@ -59,6 +59,20 @@ class KVCache:
         self.length = end
         return self._k[:, :, :end], self._v[:, :, :end]
 
+    def views_with_next(self) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """Keys and values [B, H, K + 1, Dk] (views) of the cached positions plus the next one, whose slot the
+        caller fills (then `advance`); None while the buffers cannot hold it yet (`append` allocates and grows).
+        The same views `append` would return for one new position, so a step that writes them computes the same
+        numbers."""
+        if self._k is None or self._v is None or self.length >= self._k.size(2):
+            return None
+        end = self.length + 1
+        return self._k[:, :, :end], self._v[:, :, :end]
+
+    def advance(self) -> None:
+        """Count the position a caller wrote through `views_with_next`."""
+        self.length += 1
+
     def view(self) -> torch.Tensor:
         """[B, H, K, 2*Dk]: the cached positions in upstream's layout (a copy, for inspection)."""
         assert self._k is not None and self._v is not None, "empty cache"

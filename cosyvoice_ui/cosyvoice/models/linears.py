@@ -48,15 +48,35 @@ class PackedLinear(nn.Module):
         # No batch-size hint: oneDNN's general layout. The batch-1 hint this used to give was slower at every
         # row count measured (issue 26, 2 threads, a v3 decode step's 120 linears): 1 row 57 against 64 ms,
         # 4 rows (a batched decode step) 60 against 85 ms, 150 rows (a prefill) 340 against 425 ms.
-        self.weight_packed = torch.ops.mkldnn._reorder_linear_weight(weight)
-        self.bias = None if linear.bias is None else linear.bias.detach().clone()
+        # Non-persistent buffers (not in a state dict), so that a recorded decoding step (step_graph.py) can hold
+        # them: a traced graph takes a module's buffers, but not an opaque oneDNN tensor as a constant.
+        self.register_buffer("weight_packed", torch.ops.mkldnn._reorder_linear_weight(weight), persistent=False)
+        self.register_buffer("bias", None if linear.bias is None else linear.bias.detach().clone(), persistent=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x [..., in_features] float32 → [..., out_features]."""
+        if torch.jit.is_tracing():  # a recorded step (step_graph.py): the same op, through a typed call
+            return _traceable_packed_linear()(x.contiguous(), self.weight_packed, self.bias)
         return torch.ops.mkldnn._linear_pointwise(x.contiguous(), self.weight_packed, self.bias, "none", [], "")
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
+
+
+_PACKED_LINEAR_SOURCE = """
+def packed_linear(x: Tensor, weight: Tensor, bias: Optional[Tensor]) -> Tensor:
+    return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", torch.jit.annotate(List[Optional[number]], []), "")
+"""
+_packed_linear_script = None
+
+
+def _traceable_packed_linear():
+    """`PackedLinear`'s op as a TorchScript function: a trace cannot record its empty `Scalar?[]` argument from
+    Python, a scripted call types it. Compiled at the first trace only."""
+    global _packed_linear_script
+    if _packed_linear_script is None:
+        _packed_linear_script = torch.jit.CompilationUnit(_PACKED_LINEAR_SOURCE).packed_linear
+    return _packed_linear_script
 
 
 def onednn_linear_works() -> bool:

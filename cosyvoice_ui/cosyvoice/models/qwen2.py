@@ -257,6 +257,10 @@ class Qwen2Encoder(nn.Module):
         super().__init__()
         self.cfg = cfg
         self.model = Qwen2ForCausalLM(cfg)
+        # Recorded decoding steps (step_graph.py sets them): of one row, or None: eager steps; of several rows, by
+        # row count. They hold the layers as recorded, so a re-layout drops them (`drop_step`).
+        self.step_graph = None
+        self.rows_graphs: dict = {}
 
     @property
     def embed_tokens(self) -> nn.Embedding:
@@ -269,15 +273,35 @@ class Qwen2Encoder(nn.Module):
     def fuse_qkv(self) -> int:
         """Fuse every layer's q/k/v projections (`Qwen2Attention.fuse_qkv`); returns how many layers were
         fused now (0 when already done)."""
-        return sum(layer.self_attn.fuse_qkv() for layer in self.model.model.layers)
+        fused = sum(layer.self_attn.fuse_qkv() for layer in self.model.model.layers)
+        if fused:
+            self.drop_step()
+        return fused
+
+    def drop_step(self) -> None:
+        """Forget recorded steps (their layers are about to change); steps run eagerly until recorded again."""
+        self.step_graph = None
+        self.rows_graphs = {}
 
     def new_cache(self, reserve: int = 0) -> Qwen2DecodeCache:
         return Qwen2DecodeCache(self.model.model, reserve)
 
     def forward_step(self, xs: torch.Tensor, cache: Qwen2DecodeCache) -> torch.Tensor:
-        """xs [1, T, D] new positions → their outputs [1, T, D]; the cache is appended to in place."""
+        """xs [1, T, D] new positions → their outputs [1, T, D]; the cache is appended to in place. One position
+        takes the recorded step where there is one (step_graph.py), with the same numbers."""
+        graph = self.step_graph
+        if graph is not None and graph.usable(xs):
+            out = graph.step(xs, cache.layers)
+            if out is not None:
+                return out
         return self.model.model(xs, cache)
 
     def forward_rows(self, xs: torch.Tensor, caches: list[Qwen2DecodeCache]) -> torch.Tensor:
-        """xs [B, 1, D], one new position per decode → [B, 1, D] (`Qwen2Model.forward_rows`)."""
+        """xs [B, 1, D], one new position per decode → [B, 1, D] (`Qwen2Model.forward_rows`); the recorded step
+        for B rows where there is one (step_graph.py), with the same numbers."""
+        graph = self.rows_graphs.get(xs.size(0))
+        if graph is not None and graph.usable(xs):
+            out = graph.step_rows(xs, [cache.layers for cache in caches])
+            if out is not None:
+                return out
         return self.model.model.forward_rows(xs, caches)

@@ -26,6 +26,7 @@ from torch import nn
 from .linears import (PackedLinear, column_major_linears, own_linear_weights, pack_linears, quantize_linears_int4,
                       quantize_linears_int8)
 from .sampling import Sampler
+from .step_graph import record_rows, record_step
 
 log = logging.getLogger(__name__)
 
@@ -89,10 +90,12 @@ class SpeechTokenLM(nn.Module):
     def pack_linears(self) -> int:
         """Pre-pack the linears for oneDNN (`PackedLinear`, CPU only; check `onednn_linear_works()`); returns
         how many. Same numbers up to summation order."""
+        self.drop_decode_step()
         return pack_linears(self, skip=self.KEEP_LINEARS)
 
     def own_linear_weights(self) -> int:
         """Every linear weight as a private row-major copy (`own_linear_weights`); returns how many."""
+        self.drop_decode_step()
         return own_linear_weights(self, skip=self.KEEP_LINEARS)
 
     def has_packed_linears(self) -> bool:
@@ -101,16 +104,39 @@ class SpeechTokenLM(nn.Module):
 
     def column_major_linears(self) -> int:
         """Store every linear weight column-major (same values, shapes and state-dict keys); returns how many."""
+        self.drop_decode_step()
         return column_major_linears(self)
 
     def quantize_int8(self) -> int:
         """Int8 dynamic quantisation of the linears (CPU only; changes the numbers); returns how many."""
+        self.drop_decode_step()
         return quantize_linears_int8(self, skip=self.KEEP_LINEARS)
 
     def quantize_int4(self) -> tuple[int, int]:
         """4-bit grouped weights where the kernel takes the shape, int8 dynamic elsewhere (CPU only; changes the
         numbers more than int8); returns (int4, int8) counts."""
+        self.drop_decode_step()
         return quantize_linears_int4(self, skip=self.KEEP_LINEARS)
+
+    def record_decode_step(self) -> bool:
+        """Record the backbone's one-row decoding step as a graph where it can (v2/v3's Qwen2 on a CPU:
+        `step_graph.py`; same numbers, less Python a step); True when decoding now takes it. Call it after the
+        last re-layout of the weights (a layout method drops it)."""
+        return record_step(self.llm)
+
+    def record_decode_rows(self, width: int) -> int:
+        """Record the backbone's steps of 2 .. `width` rows as well (continuous batching), where it can; returns
+        how many row counts take a graph."""
+        return record_rows(self.llm, width)
+
+    def drop_decode_step(self) -> None:
+        """Forget a recorded decoding step (see `record_decode_step`)."""
+        drop = getattr(self.llm, "drop_step", None)
+        if drop is not None:
+            drop()
+
+    def has_decode_step(self) -> bool:
+        return getattr(self.llm, "step_graph", None) is not None
 
     # --- layout ------------------------------------------------------------------------------------------
 
