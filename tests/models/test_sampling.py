@@ -6,9 +6,11 @@ import math
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cosyvoice_ui.cosyvoice.config import SamplingConfig
-from cosyvoice_ui.cosyvoice.models.sampling import RasSampler, greedy, is_repetition, nucleus_candidates
+from cosyvoice_ui.cosyvoice.models.sampling import RasSampler, greedy, is_repetition, nucleus_candidates, top_stable
 
 
 def _logp(probs: list[float]) -> torch.Tensor:
@@ -153,3 +155,22 @@ def test_greedy_is_argmax_with_first_index_on_ties() -> None:
     assert greedy(_logp([0.1, 0.6, 0.3]), [], None) == 1
     assert greedy(torch.tensor([0.0, 2.0, 2.0, 1.0]), [], None) == 1
     assert greedy(torch.tensor([-math.inf, -1.0, -2.0]), [1, 1, 1], None) == 1  # no repetition logic
+
+
+@settings(max_examples=300, deadline=None)
+@given(levels=st.lists(st.integers(0, 6), min_size=2, max_size=60), k=st.integers(1, 30), scale=st.sampled_from([1.0, 1e-3]))
+def test_top_stable_is_the_stable_full_sort_cut_to_k(levels: list[int], k: int, scale: float) -> None:
+    # few distinct values, so ties (inside the k and across the cut) are common
+    probs = torch.tensor(levels, dtype=torch.float32) * scale
+    values, ids = top_stable(probs, k)
+    full_values, full_ids = probs.sort(descending=True, stable=True)
+    assert torch.equal(values, full_values[:k]) and torch.equal(ids, full_ids[:k])
+
+
+def test_top_stable_on_a_speech_token_distribution() -> None:
+    probs = torch.randn(6761, generator=torch.Generator().manual_seed(0)).softmax(0)
+    probs[100] = probs[200] = probs[3000] = 2 * probs.max()  # equal winners: lower ids first
+    values, ids = top_stable(probs, 25)
+    full_values, full_ids = probs.sort(descending=True, stable=True)
+    assert torch.equal(values, full_values[:25]) and torch.equal(ids, full_ids[:25])
+    assert ids[:3].tolist() == [100, 200, 3000]

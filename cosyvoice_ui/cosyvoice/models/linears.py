@@ -65,7 +65,8 @@ class PackedLinear(nn.Module):
 
 _PACKED_LINEAR_SOURCE = """
 def packed_linear(x: Tensor, weight: Tensor, bias: Optional[Tensor]) -> Tensor:
-    return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", torch.jit.annotate(List[Optional[number]], []), "")
+    scalars = torch.jit.annotate(List[Optional[number]], [])
+    return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", scalars, "")
 """
 _packed_linear_script = None
 

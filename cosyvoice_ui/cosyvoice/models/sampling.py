@@ -46,6 +46,24 @@ def _float32(x: float) -> float:
     return struct.unpack("f", struct.pack("f", x))[0]
 
 
+def top_stable(probs: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The k largest of probs [V] and their ids, in stable descending order (equal values: the lower id first):
+    exactly `probs.sort(descending=True, stable=True)` cut to k. `topk` finds them ~30x faster than sorting all
+    6,761 speech tokens (~0.7 ms a decoded token); where the k-th value ties with one left out, which of the equal
+    ones are in depends on the whole order, so that case sorts everything."""
+    if k + 1 >= probs.numel():
+        values, ids = probs.sort(descending=True, stable=True)
+        return values[:k], ids[:k]
+    values, ids = probs.topk(k + 1)
+    if not bool(values[k - 1] > values[k]):  # a tie across the cut (or a NaN): the full order decides
+        values, ids = probs.sort(descending=True, stable=True)
+        return values[:k], ids[:k]
+    by_id = ids[:k].argsort()  # topk's order among equal values is unspecified: lower ids first, then stably by value
+    values, ids = values[:k][by_id], ids[:k][by_id]
+    order = values.sort(descending=True, stable=True).indices
+    return values[order], ids[order]
+
+
 def nucleus_candidates(probs: torch.Tensor, top_p: float, top_k: int) -> tuple[torch.Tensor, torch.Tensor]:
     """The kept nucleus of a distribution, most probable first.
 
@@ -54,8 +72,8 @@ def nucleus_candidates(probs: torch.Tensor, top_p: float, top_k: int) -> tuple[t
     crosses top_p is included. The running mass is accumulated in float32, one token at a time,
     because that is how upstream decides the cut (a float64 cumsum can differ at the boundary).
     """
-    values, ids = probs.sort(descending=True, stable=True)
-    head = values[:top_k]
+    values, ids = top_stable(probs, top_k)
+    head = values
     threshold = _float32(top_p)  # upstream compares a float32 tensor with top_p
     mass = 0.0
     kept = 0

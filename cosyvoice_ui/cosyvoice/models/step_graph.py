@@ -1,4 +1,4 @@
-"""A Qwen2 backbone's one-row decoding step as a recorded graph: the same ops, without Python between them.
+"""A Qwen2 backbone's decoding steps as recorded graphs: the same ops, without Python between them.
 
 Why: a v2/v3 decode step is ~1,000 small ops around 121 linears. In eager mode the module calls and Python
 between those ops cost about a quarter of a fast step on a 2-core CPU (issue 26: 30-36 ms eager against 21-25 ms
@@ -6,15 +6,17 @@ recorded, v3 int8). `torch.jit.trace` records the step once per loaded model, an
 the same ops, in the same order, on the same tensors: the numbers are the eager step's, bit for bit
 (tests/models/test_step_graph.py checks equality in every precision).
 
-The graph takes the new position's input [1, 1, D], its rotary tables cos/sin [1, Dh], and per layer the keys and
-values of the cached positions plus the new one (`KVCache.views_with_next`). It writes the new key and value into
-that last slot, as `KVCache.append` would, and attends over all of them. Only the key length varies between calls;
-one row and one position are fixed, and so is the activation dtype it was recorded with.
+The one-row graph takes the new position's input [1, 1, D], its rotary tables cos/sin [1, Dh], and per layer the
+keys and values of the cached positions plus the new one (`KVCache.views_with_next`). It writes the new key and
+value into that last slot, as `KVCache.append` would, and attends over all of them. Only the key length varies
+between calls; one row and one position are fixed, and so is the activation dtype it was recorded with. A graph of
+B rows does the same for B decodes stepped together (`Qwen2Encoder.forward_rows`, continuous batching), each row
+at its own position; one graph per row count.
 
-Not here: prefills (many positions a call, where Python is a small share; they run eagerly), batched rows
-(`forward_rows`), CUDA (benchmarks/gpu_v3.py has a static cache and CUDA graphs there). A graph holds the layers
-as they were when it was recorded, so whatever re-lays the weights drops it first (`SpeechTokenLM`'s layout methods
-do) and records again after.
+Not here: prefills (many positions a call, where Python is a small share; they run eagerly), CUDA
+(benchmarks/gpu_v3.py has a static cache and CUDA graphs there). A graph holds the layers as they were when it was
+recorded, so whatever re-lays the weights drops it first (`SpeechTokenLM`'s layout methods do) and records again
+after.
 """
 
 from __future__ import annotations
