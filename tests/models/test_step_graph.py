@@ -1,9 +1,10 @@
-"""The recorded one-row decoding step (models/step_graph.py) on tiny v2/v3 models: it gives the eager step's numbers
-bit for bit in every precision, decoding really takes it, a cache that has to grow falls back to the eager step, a
-re-layout of the weights drops it, and it adds nothing to the model's modules, state dict or copies."""
+"""The recorded decoding steps (models/step_graph.py) on tiny v2/v3 models: they give the eager steps' numbers bit for
+bit in every precision, decoding really takes them (also where a cache has to grow), a re-layout of the weights
+drops them, and they add nothing to the model's modules, state dict or copies."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from pathlib import Path
 
@@ -17,6 +18,28 @@ from cosyvoice_ui.cosyvoice.models.sampling import greedy
 from cosyvoice_ui.cosyvoice.precision import STEP_GRAPH_ENV, apply_precision
 
 
+@contextlib.contextmanager
+def _eager(lm, rows: tuple[int, ...] = (1,)):
+    """The LLM without its recorded steps for these row counts, for a while."""
+    kept = dict(lm.llm.step_graphs)
+    for count in rows:
+        lm.llm.step_graphs.pop(count, None)
+    try:
+        yield
+    finally:
+        lm.llm.step_graphs.update(kept)
+
+
+@pytest.fixture
+def graph_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The row count of every recorded step called while a test runs."""
+    calls: list[int] = []
+    original = step_graph.StepGraph.__call__
+    monkeypatch.setattr(step_graph.StepGraph, "__call__",
+                        lambda self, *args: calls.append(self.rows) or original(self, *args))
+    return calls
+
+
 def _steps(lm, graph: bool, reserve: int, n: int = 6) -> tuple[torch.Tensor, list[int]]:
     """Hidden states of a 5-position prefill and `n` one-position steps, with or without the recorded step, and
     the cache lengths after each step."""
@@ -24,19 +47,13 @@ def _steps(lm, graph: bool, reserve: int, n: int = 6) -> tuple[torch.Tensor, lis
     g = torch.Generator().manual_seed(7)
     prefix = torch.randn(1, 5, d, generator=g)
     steps = [torch.randn(1, 1, d, generator=g) for _ in range(n)]
-    kept = lm.llm.step_graph
-    if not graph:
-        lm.llm.step_graph = None
-    try:
-        with torch.inference_mode():
-            cache = lm.llm.new_cache(reserve=reserve)
-            outs = [lm.llm.forward_step(prefix, cache)[:, -1:]]
-            lengths = []
-            for x in steps:
-                outs.append(lm.llm.forward_step(x, cache))
-                lengths.append(cache.length)
-    finally:
-        lm.llm.step_graph = kept
+    with contextlib.nullcontext() if graph else _eager(lm), torch.inference_mode():
+        cache = lm.llm.new_cache(reserve=reserve)
+        outs = [lm.llm.forward_step(prefix, cache)[:, -1:]]
+        lengths = []
+        for x in steps:
+            outs.append(lm.llm.forward_step(x, cache))
+            lengths.append(cache.length)
     return torch.cat(outs, dim=1), lengths
 
 
@@ -51,33 +68,20 @@ def test_loading_records_the_step_and_reports_it(v3_lm) -> None:
     assert v3_lm.llm.has_decode_step()
 
 
-def test_the_recorded_step_gives_the_eager_numbers_bit_for_bit(v3_lm, monkeypatch: pytest.MonkeyPatch) -> None:
-    taken = []
-    original = step_graph.StepGraph.step
-
-    def counting(self, xs, layers):
-        out = original(self, xs, layers)
-        taken.append(out is not None)
-        return out
-
-    monkeypatch.setattr(step_graph.StepGraph, "step", counting)
+def test_the_recorded_step_gives_the_eager_numbers_bit_for_bit(v3_lm, graph_calls: list[int]) -> None:
     recorded, lengths = _steps(v3_lm.llm, graph=True, reserve=64)
-    assert taken == [True] * 6  # every one-position step ran as the graph
+    assert graph_calls == [1] * 6  # every one-position step ran as the graph
     eager, eager_lengths = _steps(v3_lm.llm, graph=False, reserve=64)
+    assert graph_calls == [1] * 6
     assert torch.equal(recorded, eager)
     assert lengths == eager_lengths == [6, 7, 8, 9, 10, 11]
 
 
-def test_a_cache_that_must_grow_takes_the_eager_step_for_that_position(v3_lm, monkeypatch: pytest.MonkeyPatch) -> None:
-    taken = []
-    original = step_graph.StepGraph.step
-    monkeypatch.setattr(step_graph.StepGraph, "step",
-                        lambda self, xs, layers: taken.append(original(self, xs, layers)) or taken[-1])
-    # reserve 0: the prefill's 5 positions fill the buffers exactly, so the first step must grow them (eagerly),
-    # and the doubled buffers then take the graph until they are full again
+def test_a_cache_that_must_grow_grows_under_the_graph_too(v3_lm, graph_calls: list[int]) -> None:
+    # reserve 0: the prefill's 5 positions fill the buffers exactly, so the first step and the sixth must grow them
     grown, lengths = _steps(v3_lm.llm, graph=True, reserve=0, n=8)
+    assert graph_calls == [1] * 8
     eager, _ = _steps(v3_lm.llm, graph=False, reserve=0, n=8)
-    assert [out is not None for out in taken] == [False, True, True, True, True, False, True, True]
     assert torch.equal(grown, eager) and lengths == list(range(6, 14))
 
 
@@ -89,17 +93,13 @@ def test_decoded_tokens_are_the_same_with_and_without_the_graph(v3_lm) -> None:
     prompt_text[0, -1] = lm.endofprompt_id
     prompt_speech = torch.randint(0, lm.speech_token_size, (1, 9), generator=g)
     with_graph = list(lm.inference(text, prompt_text, prompt_speech, None, sampler=greedy, max_len=20, min_len=20))
-    kept = lm.llm.step_graph
-    lm.llm.step_graph = None
-    try:
+    with _eager(lm):
         eager = list(lm.inference(text, prompt_text, prompt_speech, None, sampler=greedy, max_len=20, min_len=20))
-    finally:
-        lm.llm.step_graph = kept
     assert with_graph == eager and len(eager) == 20
 
 
 def test_autograd_or_several_rows_take_the_eager_step(v3_lm) -> None:
-    graph = v3_lm.llm.llm.step_graph
+    graph = v3_lm.llm.llm.step_graphs[1]
     d = v3_lm.llm.speech_embedding.weight.size(1)
     with torch.inference_mode():
         assert graph.usable(torch.zeros(1, 1, d))
@@ -116,7 +116,8 @@ def test_the_graph_adds_nothing_to_the_model(tiny_v2: Path) -> None:
     keys = set(lm.state_dict())
     modules = {name for name, _ in lm.named_modules()}
     assert not any("step_graph" in key for key in keys) and not any("step_graph" in name for name in modules)
-    assert copy.deepcopy(lm).llm.step_graph is None  # a copy's layers are other tensors: no graph of the original's
+    copied = copy.deepcopy(lm)  # a copy's layers are other tensors: no graph of the original's
+    assert copied.llm.step_graphs.get(1) is None and not copied.has_decode_step()
     assert lm.has_decode_step()
 
 
@@ -148,7 +149,7 @@ def test_a_stock_engine_that_re_lays_for_a_batch_width_records_again(tiny_v3: Pa
         assert engine.llm.has_packed_linears() and engine.llm.has_decode_step()
         engine.wait_for_recorded_steps(120)
         assert engine.precision.llm_step == "recorded graph" and "oneDNN packed" in engine.precision.llm
-        assert set(engine.llm.llm.rows_graphs) == {2, 3}  # recorded on their own thread
+        assert set(engine.llm.llm.step_graphs) == {1, 2, 3}  # rows recorded on their own thread
         recorded, _ = _steps(engine.llm, graph=True, reserve=32)
         eager, _ = _steps(engine.llm, graph=False, reserve=32)
         assert torch.equal(recorded, eager)
@@ -160,35 +161,25 @@ def _rows(lm, graph: bool, n: int = 3) -> tuple[torch.Tensor, list[int]]:
     """Hidden states of `n` decodes at different positions stepped together three times (`forward_rows`), with or
     without the recorded steps of several rows, and the caches' lengths after."""
     d = lm.speech_embedding.weight.size(1)
-    kept = lm.llm.rows_graphs
-    if not graph:
-        lm.llm.rows_graphs = {}
-    try:
-        with torch.inference_mode():
-            caches = []
-            for length in range(3, 3 + 4 * n, 4):
-                cache = lm.llm.new_cache(reserve=40)
-                lm.llm.forward_step(torch.randn(1, length, d, generator=torch.Generator().manual_seed(length)), cache)
-                caches.append(cache)
-            g = torch.Generator().manual_seed(11)
-            outs = [lm.llm.forward_rows(torch.randn(n, 1, d, generator=g), caches) for _ in range(3)]
-    finally:
-        lm.llm.rows_graphs = kept
+    with contextlib.nullcontext() if graph else _eager(lm, rows=(2, 3, 4)), torch.inference_mode():
+        caches = []
+        for length in range(3, 3 + 4 * n, 4):
+            cache = lm.llm.new_cache(reserve=40)
+            lm.llm.forward_step(torch.randn(1, length, d, generator=torch.Generator().manual_seed(length)), cache)
+            caches.append(cache)
+        g = torch.Generator().manual_seed(11)
+        outs = [lm.llm.forward_rows(torch.randn(n, 1, d, generator=g), caches) for _ in range(3)]
     return torch.cat(outs, dim=1), [cache.length for cache in caches]
 
 
-def test_steps_of_several_rows_take_their_graph_with_the_eager_numbers(v3_lm, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_steps_of_several_rows_take_their_graph_with_the_eager_numbers(v3_lm, graph_calls: list[int]) -> None:
     lm = v3_lm.llm
-    assert lm.record_decode_rows(3) == 2 and set(lm.llm.rows_graphs) == {2, 3}
-    taken = []
-    original = step_graph.StepGraph.step_rows
-    monkeypatch.setattr(step_graph.StepGraph, "step_rows",
-                        lambda self, xs, caches: taken.append(self.rows) or original(self, xs, caches))
+    assert lm.record_decode_rows(3) == 2 and set(lm.llm.step_graphs) == {1, 2, 3}
     for n in (2, 3):
         recorded, lengths = _rows(lm, graph=True, n=n)
         eager, eager_lengths = _rows(lm, graph=False, n=n)
         assert torch.equal(recorded, eager)
         assert lengths == eager_lengths == [length + 3 for length in range(3, 3 + 4 * n, 4)]
-    assert taken == [2, 2, 2, 3, 3, 3]
+    assert graph_calls == [2, 2, 2, 3, 3, 3]
     _rows(lm, graph=True, n=4)  # no graph of 4 rows: the eager rows, no graph call
-    assert taken == [2, 2, 2, 3, 3, 3]
+    assert graph_calls == [2, 2, 2, 3, 3, 3]

@@ -197,10 +197,7 @@ class DecodeBatcher:
 
     def _step(self, sequences: list[_Sequence]) -> None:
         inputs = torch.cat([s.next_input for s in sequences])
-        if len(sequences) == 1:  # a lone row: the one-row step (a recorded graph where there is one)
-            hidden = self.lm.llm.forward_step(inputs, sequences[0].cache)
-        else:
-            hidden = self.lm.llm.forward_rows(inputs, [s.cache for s in sequences])
+        hidden = self.lm.llm.forward_rows(inputs, [s.cache for s in sequences])
         logits = self.lm.llm_decoder(hidden[:, -1]).float().log_softmax(dim=-1).cpu()
         self.steps += 1
         self.rows += len(sequences)

@@ -46,28 +46,34 @@ class KVCache:
     def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """k, v [B, H, T, Dk] of the new positions → keys and values [B, H, K, Dk] of all positions (views)."""
         end = self.length + k.size(2)
-        if self._k is None or self._v is None or end > self._k.size(2):
-            capacity = max(end, self.capacity, 2 * (0 if self._k is None else self._k.size(2)))
-            grown = [x.new_empty(x.size(0), x.size(1), capacity, x.size(3)) for x in (k, v)]
-            if self._k is not None and self._v is not None:
-                grown[0][:, :, : self.length] = self._k[:, :, : self.length]
-                grown[1][:, :, : self.length] = self._v[:, :, : self.length]
-            self._k, self._v = grown
-            self.capacity = capacity
+        self._hold(end, k, v)
         self._k[:, :, self.length : end] = k
         self._v[:, :, self.length : end] = v
         self.length = end
         return self._k[:, :, :end], self._v[:, :, :end]
 
-    def views_with_next(self) -> tuple[torch.Tensor, torch.Tensor] | None:
+    def views_with_next(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Keys and values [B, H, K + 1, Dk] (views) of the cached positions plus the next one, whose slot the
-        caller fills (then `advance`); None while the buffers cannot hold it yet (`append` allocates and grows).
-        The same views `append` would return for one new position, so a step that writes them computes the same
-        numbers."""
-        if self._k is None or self._v is None or self.length >= self._k.size(2):
-            return None
+        caller fills (then `advance`); the buffers grow as `append` grows them. The same views `append` returns
+        for one new position, so a step that writes them computes the same numbers. Needs a first `append` (the
+        buffers' shape comes from it)."""
+        if self._k is None or self._v is None:
+            raise ValueError("an empty cache: append the prefill's positions first")
         end = self.length + 1
+        self._hold(end, self._k, self._v)
         return self._k[:, :, :end], self._v[:, :, :end]
+
+    def _hold(self, end: int, k: torch.Tensor, v: torch.Tensor) -> None:
+        """Buffers for `end` positions, shaped like k and v [B, H, *, Dk]: the capacity doubles when outgrown."""
+        if self._k is not None and self._v is not None and end <= self._k.size(2):
+            return
+        capacity = max(end, self.capacity, 2 * (0 if self._k is None else self._k.size(2)))
+        grown = [x.new_empty(x.size(0), x.size(1), capacity, x.size(3)) for x in (k, v)]
+        if self._k is not None and self._v is not None:
+            grown[0][:, :, : self.length] = self._k[:, :, : self.length]
+            grown[1][:, :, : self.length] = self._v[:, :, : self.length]
+        self._k, self._v = grown
+        self.capacity = capacity
 
     def advance(self) -> None:
         """Count the position a caller wrote through `views_with_next`."""

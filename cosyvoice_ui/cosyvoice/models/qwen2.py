@@ -14,6 +14,8 @@ attention (off in every CosyVoice config), batching, training.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -133,18 +135,21 @@ class Qwen2Attention(nn.Module):
         return self.o_proj(out.transpose(1, 2).reshape(b, t, self.n_heads * self.head_dim))
 
 
-    def forward_rows(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-                     caches: list[KVCache]) -> torch.Tensor:
+    def forward_rows(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, keys: list[torch.Tensor],
+                     values: list[torch.Tensor]) -> torch.Tensor:
         """One new position for each of B separate decodes: x [B, 1, D]; cos/sin [B, 1, Dh] (each row at its
-        own position); caches: each row's keys/values (appended to in place). The projections run on all rows
-        at once (one read of the weights); attention runs per row over its own cache. Returns [B, 1, D]."""
+        own position); keys/values: each row's cached positions plus the new one (`KVCache.views_with_next`),
+        whose last slot this fills. The projections run on all rows at once (one read of the weights); attention
+        runs per row over its own keys. Returns [B, 1, D]. Written for `torch.jit.trace` too (step_graph.py):
+        tensors and lists in, no cache objects."""
         b = x.size(0)
         q, k, v = self._project_qkv(x)
         q, k = apply_rotary(q, cos[:, None], sin[:, None]), apply_rotary(k, cos[:, None], sin[:, None])
         rows = []
-        for i, cache in enumerate(caches):
-            keys, values = cache.append(k[i : i + 1], v[i : i + 1])
-            rows.append(F.scaled_dot_product_attention(q[i : i + 1], keys, values,
+        for i, (row_keys, row_values) in enumerate(zip(keys, values)):
+            row_keys[:, :, -1:] = k[i : i + 1]  # the new position's slot (what KVCache.append writes)
+            row_values[:, :, -1:] = v[i : i + 1]
+            rows.append(F.scaled_dot_product_attention(q[i : i + 1], row_keys, row_values,
                                                        enable_gqa=self.n_heads != self.n_kv))
         out = torch.cat(rows)
         return self.o_proj(out.transpose(1, 2).reshape(b, 1, self.n_heads * self.head_dim))
@@ -177,9 +182,9 @@ class Qwen2DecoderLayer(nn.Module):
         x = x + self.self_attn(self.input_layernorm(x), cos, sin, cache)
         return x + self.mlp(self.post_attention_layernorm(x))
 
-    def forward_rows(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-                     caches: list[KVCache]) -> torch.Tensor:
-        x = x + self.self_attn.forward_rows(self.input_layernorm(x), cos, sin, caches)
+    def forward_rows(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, keys: list[torch.Tensor],
+                     values: list[torch.Tensor]) -> torch.Tensor:
+        x = x + self.self_attn.forward_rows(self.input_layernorm(x), cos, sin, keys, values)
         return x + self.mlp(self.post_attention_layernorm(x))
 
 
@@ -221,15 +226,33 @@ class Qwen2Model(nn.Module):
         return self.norm(x)
 
 
-    def forward_rows(self, inputs_embeds: torch.Tensor, caches: list[Qwen2DecodeCache]) -> torch.Tensor:
+    def forward_rows(self, inputs_embeds: torch.Tensor, caches: list[Qwen2DecodeCache],
+                     step: Callable[..., torch.Tensor] | None = None) -> torch.Tensor:
         """One new position for each of B separate decodes (continuous batching): inputs_embeds [B, 1, D], row
-        i following caches[i]'s positions (each cache at its own length). Returns [B, 1, D]; every row equals
-        what `forward(row, cache)` returns, up to the summation order of a B-row matrix product."""
+        i following caches[i]'s positions (each cache at its own length, holding at least a prefill). Returns
+        [B, 1, D]; every row equals what `forward(row, cache)` returns, up to the summation order of a B-row
+        matrix product. step: `step_rows` as a recorded graph (step_graph.py), the same numbers."""
         tables = [self.rotary_emb(cache.length, 1, inputs_embeds.dtype) for cache in caches]
         cos, sin = torch.stack([c for c, _ in tables]), torch.stack([s for _, s in tables])
-        x = inputs_embeds
+        keys, values = [], []  # per layer, then per row
+        for i in range(len(self.layers)):
+            for cache in caches:
+                k, v = cache.layers[i].views_with_next()
+                keys.append(k)
+                values.append(v)
+        out = (step or self.step_rows)(inputs_embeds, cos, sin, keys, values)
+        for cache in caches:
+            for layer_cache in cache.layers:
+                layer_cache.advance()
+        return out
+
+    def step_rows(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, keys: list[torch.Tensor],
+                  values: list[torch.Tensor]) -> torch.Tensor:
+        """The layers and the final norm for one new position of each of B rows (`forward_rows` prepares the
+        arguments): keys/values per layer, then per row. What step_graph.py records."""
+        rows = x.size(0)
         for i, layer in enumerate(self.layers):
-            x = layer.forward_rows(x, cos, sin, [cache.layers[i] for cache in caches])
+            x = layer.forward_rows(x, cos, sin, keys[i * rows : (i + 1) * rows], values[i * rows : (i + 1) * rows])
         return self.norm(x)
 
 
@@ -257,10 +280,9 @@ class Qwen2Encoder(nn.Module):
         super().__init__()
         self.cfg = cfg
         self.model = Qwen2ForCausalLM(cfg)
-        # Recorded decoding steps (step_graph.py sets them): of one row, or None: eager steps; of several rows, by
-        # row count. They hold the layers as recorded, so a re-layout drops them (`drop_step`).
-        self.step_graph = None
-        self.rows_graphs: dict = {}
+        # Recorded decoding steps by row count (step_graph.py sets them). They hold the layers as recorded, so a
+        # re-layout drops them (`drop_step`).
+        self.step_graphs: dict = {}
 
     @property
     def embed_tokens(self) -> nn.Embedding:
@@ -280,28 +302,21 @@ class Qwen2Encoder(nn.Module):
 
     def drop_step(self) -> None:
         """Forget recorded steps (their layers are about to change); steps run eagerly until recorded again."""
-        self.step_graph = None
-        self.rows_graphs = {}
+        self.step_graphs = {}
 
     def new_cache(self, reserve: int = 0) -> Qwen2DecodeCache:
         return Qwen2DecodeCache(self.model.model, reserve)
 
     def forward_step(self, xs: torch.Tensor, cache: Qwen2DecodeCache) -> torch.Tensor:
         """xs [1, T, D] new positions → their outputs [1, T, D]; the cache is appended to in place. One position
-        takes the recorded step where there is one (step_graph.py), with the same numbers."""
-        graph = self.step_graph
-        if graph is not None and graph.usable(xs):
-            out = graph.step(xs, cache.layers)
-            if out is not None:
-                return out
+        after a prefill takes the recorded step where there is one (step_graph.py), with the same numbers."""
+        graph = self.step_graphs.get(1)
+        if graph is not None and cache.length > 0 and graph.usable(xs):
+            return self.model.model.forward_rows(xs, [cache], step=graph)
         return self.model.model(xs, cache)
 
     def forward_rows(self, xs: torch.Tensor, caches: list[Qwen2DecodeCache]) -> torch.Tensor:
-        """xs [B, 1, D], one new position per decode → [B, 1, D] (`Qwen2Model.forward_rows`); the recorded step
-        for B rows where there is one (step_graph.py), with the same numbers."""
-        graph = self.rows_graphs.get(xs.size(0))
-        if graph is not None and graph.usable(xs):
-            out = graph.step_rows(xs, [cache.layers for cache in caches])
-            if out is not None:
-                return out
-        return self.model.model.forward_rows(xs, caches)
+        """xs [B, 1, D], one new position per decode → [B, 1, D] (`Qwen2Model.forward_rows`), through the recorded
+        step for B rows where there is one (step_graph.py), with the same numbers."""
+        graph = self.step_graphs.get(xs.size(0))
+        return self.model.model.forward_rows(xs, caches, step=graph if graph is not None and graph.usable(xs) else None)

@@ -136,7 +136,7 @@ class SpeechTokenLM(nn.Module):
             drop()
 
     def has_decode_step(self) -> bool:
-        return getattr(self.llm, "step_graph", None) is not None
+        return getattr(self.llm, "step_graphs", {}).get(1) is not None
 
     # --- layout ------------------------------------------------------------------------------------------
 
