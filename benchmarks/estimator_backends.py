@@ -99,7 +99,7 @@ class Variant:
         self.name, self.call, self.build_s, self.note = name, call, build_s, note
 
 
-INT8_DIT, BF16_DIT = "int8 + bf16 attn", "bf16 eager"
+INT8_DIT, BF16_DIT = "int8 + fp32 sdpa", "bf16 eager"
 
 
 def fast_dit_name() -> str:
@@ -218,10 +218,13 @@ def dit_variants(estimator: nn.Module, frames: int, scratch: Path, threads: int,
     inputs = dit_inputs(estimator, frames)
     fp32 = DiTCall(estimator)
     int8 = copy.deepcopy(estimator)
-    int8.to_int8(bf16_attention=True)
+    int8.to_int8()
+    int8_bf16_attention = copy.deepcopy(estimator)
+    int8_bf16_attention.to_int8(bf16_attention=True)  # issue 14's fast DiT, before issue 26's eighth pass
     bf16_eager = copy.deepcopy(estimator)
     bf16_eager.to_bf16(matmul_attention=True)
     variants: list[Variant | str] = [eager("fp32 eager (stock)", fp32), eager(INT8_DIT, DiTCall(int8)),
+                                     eager("int8 + bf16 attn", DiTCall(int8_bf16_attention)),
                                      eager(BF16_DIT, DiTCall(bf16_eager))]
     if "compile" not in skip:
         variants.append(try_build(compiled, "compile fp32", DiTCall(copy.deepcopy(estimator)), inputs, True))

@@ -50,8 +50,8 @@ def _expected_rows(family: str, fast: FastSettings, extra: FastSettings) -> set[
     rows = {deviation.SEED_ROW, f"{fast.n_timesteps} flow steps", f"{extra.n_timesteps} flow steps",
             f"flow prompt {fast.flow_prompt_seconds:g} s", "no classifier-free guidance", deviation.FAST_ROW,
             deviation.EXTRA_ROW}
-    if family == "v3" and not bf16_matrix_units():  # the DiT takes int8 linears (bf16 attention where native)
-        rows.add("int8 estimator" + (", bf16 matmul attention" if bf16_is_native() else ""))
+    if family == "v3" and not bf16_matrix_units():  # the DiT takes int8 linears (float32 attention)
+        rows.add("int8 estimator")
     elif bf16_is_native():  # the U-Nets, and the DiT where the CPU has bf16 matrix units
         rows.add("bf16 estimator, matmul attention")
     if bf16_is_native():

@@ -138,17 +138,31 @@ def test_fewer_euler_steps_and_no_guidance_are_kept_per_step(flow) -> None:
         flow.inference_from(inputs[0][:, :PASS_ENDS[-1]], *inputs[1:], state, n_timesteps=3)
 
 
-def test_fast_s_int8_estimator_stays_close_to_its_full_pass(flow) -> None:
+@pytest.mark.parametrize("bf16_attention", [False, True], ids=["fp32-sdpa", "bf16-matmul"])
+def test_fast_s_int8_estimator_stays_close_to_its_full_pass(flow, bf16_attention: bool) -> None:
     """int8 dynamic linears quantise each call's activations with their own scale, so a pass over fewer
-    frames rounds differently: close, not equal (benchmarks/deviation.py measures it on full-size weights)."""
+    frames rounds differently: close, not equal (benchmarks/deviation.py measures it on full-size weights).
+    Fast's float32 attention keeps a stream's keys/values in bf16 too (half the memory a kept frame costs)."""
     estimator = flow.decoder.estimator
-    estimator.to_int8(bf16_attention=True)
+    estimator.to_int8(bf16_attention=bf16_attention, kept_dtype=torch.bfloat16)
     inputs = voice(flow)
     state = flow.new_stream_state(n_timesteps=2)
-    assert state.kv_dtype == torch.bfloat16  # kept as the attention reads them
+    assert state.kv_dtype == torch.bfloat16
     for _, mel, reference in stream(flow, state, *inputs, n_timesteps=2):
         spread = reference.abs().mean().item()
         assert (mel - reference).abs().mean().item() < 0.05 * spread
+
+
+def test_a_kept_frame_in_bf16_costs_half_the_budget(flow) -> None:
+    attentions = [block.attn for block in flow.decoder.estimator.transformer_blocks]
+    budget = 2**22
+    float32 = flow.new_stream_state(n_timesteps=2, max_bytes=budget)
+    for attention in attentions:
+        attention.kept_dtype = torch.bfloat16
+    bf16 = flow.new_stream_state(n_timesteps=2, max_bytes=budget)
+    chunk = flow.decoder.estimator.cfg.static_chunk_size
+    assert float32.kv_dtype is None and bf16.kv_dtype == torch.bfloat16
+    assert float32.max_frames >= chunk and bf16.max_frames >= 2 * float32.max_frames - chunk
 
 
 def test_commit_keeps_whole_chunks_only() -> None:

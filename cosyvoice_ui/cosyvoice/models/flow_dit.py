@@ -138,14 +138,14 @@ class CausalMaskedDiffWithDiT(CausalTokenFlow):
 
     def new_stream_state(self, n_timesteps: int | None = None, max_bytes: int | None = None) -> DiTStreamState | None:
         """A state for one stream's chunk-causal passes, or None when no frame would fit in `max_bytes`
-        (default `stream_cache_bytes()`). Keys/values are kept in the dtype the attention reads them in
-        (bf16 where fast's attention runs in bf16: no rounding the attention would not do anyway)."""
+        (default `stream_cache_bytes()`). Keys/values are kept in the attention layers' `kept_dtype` (bf16 in
+        fast mode where the CPU has native bf16: half the bytes of a kept frame)."""
         decoder = self.decoder
         estimator = decoder.estimator
         steps = decoder.n_timesteps if n_timesteps is None else n_timesteps
         rows = 1 if decoder.inference_cfg_rate == 0 else 2
         attention = estimator.transformer_blocks[0].attn
-        kv_dtype = attention.attention_dtype if attention.matmul_attention else None
+        kv_dtype = attention.kept_dtype
         cfg = estimator.cfg
         inner = cfg.heads * cfg.dim_head
         element = torch.empty(0, dtype=kv_dtype or torch.float32).element_size()

@@ -128,6 +128,9 @@ class Attention(nn.Module):
         # slow in bf16), in `attention_dtype` (None: the dtype of the activations).
         self.matmul_attention = False
         self.attention_dtype: torch.dtype | None = None
+        # The dtype a stream keeps this layer's keys/values in between passes (None: as computed); bf16 halves
+        # what a kept frame costs, so a stream's memory budget holds twice the frames (`flow_dit.py`).
+        self.kept_dtype: torch.dtype | None = None
 
     def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None, rope: torch.Tensor) -> torch.Tensor:
         """x [B, T, D]; attn_mask bool [B, 1, T, T] or None (all frames see all); rope [1, T, dh]."""
@@ -299,20 +302,24 @@ class DiT(nn.Module):
         for module in self.modules():
             if isinstance(module, Attention):
                 module.matmul_attention = matmul_attention
+                module.kept_dtype = torch.bfloat16  # what its keys/values are computed in
         self.compute_dtype = torch.bfloat16
 
-    def to_int8(self, bf16_attention: bool = True) -> int:
+    def to_int8(self, bf16_attention: bool = False, kept_dtype: torch.dtype | None = None) -> int:
         """int8 dynamic linears (per-channel int8 weights, activations quantised per call; CPU only) in
-        every block and head, float32 elsewhere, and the attention as bf16 matmuls when `bf16_attention`
-        (where the CPU has native bf16). The DiT is nearly all linears, so on CPU this beats `to_bf16`
-        (fbgemm's int8 GEMMs run ~1.5x the bf16 rate); the time embedding stays float32. Returns how
-        many linears were replaced."""
+        every block and head, float32 elsewhere. The DiT is nearly all linears, so on CPU this beats `to_bf16`
+        (fbgemm's int8 GEMMs run ~1.5x the bf16 rate); the time embedding stays float32. The attention stays
+        float32 SDPA (its flash kernel fuses the softmax: as fast as bf16 matmuls over a whole render and 1.3-2.2x
+        faster over a streamed chunk's few queries, issue 26), or runs as bf16 matmuls when `bf16_attention`.
+        kept_dtype: what a stream keeps the keys/values in between passes (None: float32, or bf16 with
+        `bf16_attention`). Returns how many linears were replaced."""
         self._modulation_cache.clear()  # its linears are replaced (a freed one's id could come back)
         count = quantize_linears_int8(self, skip=("time_embed",))
         for module in self.modules():
             if isinstance(module, Attention):
                 module.matmul_attention = bf16_attention
                 module.attention_dtype = torch.bfloat16 if bf16_attention else None
+                module.kept_dtype = torch.bfloat16 if bf16_attention else kept_dtype
         return count
 
     def attention_mask(self, mask: torch.Tensor | None, t: int, streaming: bool,
