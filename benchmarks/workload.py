@@ -185,10 +185,10 @@ def kept_frames(on: bool) -> Iterator[None]:
 
 
 def int8_estimator_copy(engine):
-    """The engine's DiT estimator as fast mode builds it where the CPU has no bf16 matrix units (int8 linears, float32
-    attention, a stream's keys/values kept in bf16), for timing the two in one run on a CPU that has them; None when the engine already runs that one
-    (or its estimator has no int8 form). Made from the loaded bf16 weights: the same speed as the engine's own
-    int8 estimator, not quite its numbers."""
+    """The engine's DiT estimator as fast mode builds it where the CPU has no bf16 matrix units (int8 linears,
+    float32 attention, a stream's keys/values kept in bf16), for timing the two in one run on a CPU that has them;
+    None when the engine already runs that one (or its estimator has no int8 form). Made from the loaded bf16
+    weights: the same speed as the engine's own int8 estimator, not quite its numbers."""
     import copy
 
     estimator = engine.flow.decoder.estimator
