@@ -124,15 +124,17 @@ def speed_up_llm(llm: TransformerLM, device: str, rows: int = 1) -> str:
     """The stock LLM transform (same numbers, faster kernels) for decoding steps of `rows` rows (the engine's
     batch width); returns a description.
 
-    One row: each linear keeps its weight row-major, in the process's own memory, for torch's plain product.
-    More rows: oneDNN's packed layout (`pack_linears`). Measured on a v3 decode step (issue 26, 2 threads, 121
-    linears, 1.46 GB of float32 weights): one row 65-66 ms a step row-major against 76-80 ms packed, while four
-    rows take ~100 ms of linears row-major against ~60 ms packed, and a 150-row prefill 20-50 ms longer
-    row-major. `stock_llm_for_rows` changes the choice when the batch width changes."""
+    More rows: oneDNN's packed layout (`pack_linears`). One row: packed too where this CPU streams one-row
+    products faster that way (`packed_wins_one_row`, measured at load), else each linear keeps its
+    weight row-major, in the process's own memory, for torch's plain product. Measured on a v3 decode step
+    (issue 26, 2 threads, 121 linears, 1.46 GB of float32 weights) on an Intel CPU with AMX: one row 65-66 ms a
+    step row-major against 76-80 ms packed, four rows ~100 ms of linears row-major against ~60 ms packed, a
+    150-row prefill 20-50 ms longer row-major; on an AMD Zen 4, one row 113-147 ms row-major against 83-88 ms
+    packed. `stock_llm_for_rows` changes the choice when the batch width changes."""
     fused = llm.fuse_qkv()
     if device != "cpu":
         return f"fp32 (q/k/v fused in {fused} layers)"
-    if rows > 1 and onednn_linear_works():
+    if (rows > 1 and onednn_linear_works()) or llm.packed_wins_one_row():
         return f"fp32 (oneDNN packed, {llm.pack_linears()} linears, q/k/v fused)"
     return f"fp32 (row-major for one-row steps, {llm.own_linear_weights()} linears, q/k/v fused)"
 

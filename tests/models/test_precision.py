@@ -421,3 +421,42 @@ def test_fast_llm_takes_onednn_rows_only_where_asked_and_keeps_its_tokens(module
     monkeypatch.setattr(precision, "int8_matrix_units", lambda: False)
     llm3, flow3, _, _ = build_v1_modules(v1_yaml(TinyDims()), seed=3)
     assert apply_precision(llm3, flow3, "fast", "cpu").llm_rows == ""
+
+
+def test_the_one_row_layout_is_measured_for_a_large_model_and_can_be_forced(monkeypatch) -> None:
+    import time
+    from types import SimpleNamespace
+
+    import torch.nn.functional as F
+    from torch import nn
+
+    from cosyvoice_ui.cosyvoice.models import linears
+
+    small = nn.Sequential(nn.Linear(64, 64))
+    assert not linears.packed_wins_one_row(small)  # fits the caches: row-major, without measuring
+    monkeypatch.setenv(linears.ONE_ROW_LAYOUT_ENV, "packed")
+    assert linears.packed_wins_one_row(small)
+    monkeypatch.setenv(linears.ONE_ROW_LAYOUT_ENV, "row-major")
+    assert not linears.packed_wins_one_row(small)
+    monkeypatch.delenv(linears.ONE_ROW_LAYOUT_ENV)
+    if not linears.onednn_linear_works():
+        pytest.skip("oneDNN's packed linear is not available here")
+    # Past the threshold both layouts are timed, and the faster one wins: slow down each in turn.
+    monkeypatch.setattr(linears, "PROBE_BYTES", 64 * 64 * 4)
+    monkeypatch.setattr(linears, "PROBE_ROUNDS", 3)
+    real = linears.PackedLinear
+
+    class SlowPacked(real):
+        def forward(self, x):
+            time.sleep(0.01)
+            return super().forward(x)
+
+    def slow_linear(*args):
+        time.sleep(0.01)
+        return F.linear(*args)
+
+    monkeypatch.setattr(linears, "PackedLinear", SlowPacked)
+    assert not linears.packed_wins_one_row(small)
+    monkeypatch.setattr(linears, "PackedLinear", real)
+    monkeypatch.setattr(linears, "F", SimpleNamespace(linear=slow_linear))
+    assert linears.packed_wins_one_row(small)

@@ -21,11 +21,18 @@ which of its linears; `precision.py` decides when).
 
 from __future__ import annotations
 
+import logging
+import os
+import statistics
+import time
 import warnings
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 from torch.ao.nn.quantized.dynamic import Linear as DynamicQuantLinear
+
+log = logging.getLogger(__name__)
 
 
 def _linears(module: nn.Module, skip: tuple[str, ...]) -> list[tuple[str, nn.Linear]]:
@@ -96,6 +103,51 @@ def onednn_linear_works() -> bool:
             return bool(torch.allclose(PackedLinear(probe)(x), probe(x), atol=1e-4, rtol=1e-4))
     except (RuntimeError, TypeError):
         return False
+
+
+ONE_ROW_LAYOUT_ENV = "COSYVOICE_STOCK_ONE_ROW_LAYOUT"  # "packed" or "row-major": skip the probe below
+PROBE_BYTES, PROBE_ROUNDS = 192 << 20, 7  # float32 weights past any L3 cache; rounds of each layout
+
+
+def packed_wins_one_row(module: nn.Module, skip: tuple[str, ...] = ()) -> bool:
+    """Whether oneDNN's packed inner product (`PackedLinear`) runs the float32 `nn.Linear`s under `module` (except
+    the child names in `skip`) in one-row products faster than torch's plain row-major product on this CPU.
+    Measured on the first of them (~192 MiB, past the caches; a packed and a row-major copy of those for a moment,
+    ~0.3 s), or as COSYVOICE_STOCK_ONE_ROW_LAYOUT says. It depends on the machine: a v3 stock decode step took
+    57 ms packed against 50 ms row-major on an Intel CPU with AMX (issue 26, sixth pass), and 83-88 ms packed
+    against 113-147 ms row-major on an AMD Zen 4 (eighth pass), where MKL's one-row product runs on one thread."""
+    forced = os.environ.get(ONE_ROW_LAYOUT_ENV, "").strip().lower()
+    if forced in ("packed", "row-major"):
+        return forced == "packed"
+    linears = [linear for _, linear in _linears(module, skip) if linear.weight.dtype == torch.float32]
+    total = sum(linear.weight.numel() * linear.weight.element_size() for linear in linears)
+    if total < PROBE_BYTES or any(linear.weight.is_meta for linear in linears) or not onednn_linear_works():
+        return False  # a model that fits the caches is fast either way (and tiny test models stay deterministic)
+    probe, size = [], 0
+    for linear in linears:
+        probe.append(linear)
+        size += linear.weight.numel() * linear.weight.element_size()
+        if size >= PROBE_BYTES:
+            break
+    # Both as the stock path would hold them: packed, or a private row-major copy (`own_linear_weights`; a
+    # loaded weight is a view of the file's memory map, slower to stream).
+    packed = [PackedLinear(linear) for linear in probe]
+    own = [(linear.weight.detach().contiguous().clone(), linear.bias) for linear in probe]
+    inputs = [torch.ones(1, linear.in_features) for linear in probe]
+    calls = {False: [lambda x, w=w, b=b: F.linear(x, w, b) for w, b in own], True: packed}
+    times: dict[bool, list[float]] = {False: [], True: []}
+    with torch.inference_mode():
+        for _ in range(PROBE_ROUNDS):  # alternating, so that a neighbour's load falls on both alike
+            for is_packed, layers in calls.items():
+                start = time.perf_counter()
+                for layer, x in zip(layers, inputs):
+                    layer(x)
+                times[is_packed].append(time.perf_counter() - start)
+    # The first round warms both up; the median of the rest decides.
+    row_major, packed_time = (statistics.median(times[key][1:]) for key in (False, True))
+    log.info("one-row float32 products over %d MiB: packed %.1f ms, row-major %.1f ms", size >> 20,
+             packed_time * 1e3, row_major * 1e3)
+    return packed_time < row_major
 
 
 def pack_linears(module: nn.Module, skip: tuple[str, ...] = ()) -> int:
