@@ -190,13 +190,15 @@ def count_flops(engine, model_input, tokens: list[int], seed: int) -> tuple[int,
     def seeded(fn) -> dict:  # v1 and the 24 kHz HiFT draw noise from a generator; v2/v3 flows use fixed noise
         return {"generator": generator} if "generator" in inspect.signature(fn).parameters else {}
 
-    # fbgemm's int8 dynamic linears are opaque to the counter: count their 2·rows·in·out with hooks.
+    # fbgemm's int8 dynamic linears and oneDNN's packed ones (the stock estimator) are opaque to the counter:
+    # count their 2·rows·in·out with hooks.
     int8_flops = [0]
 
     def count_int8(module, args, output) -> None:
         int8_flops[0] += 2 * (args[0].numel() // module.in_features) * module.in_features * module.out_features
 
-    hooks = [m.register_forward_hook(count_int8) for m in engine.flow.modules() if isinstance(m, DynamicQuantLinear)]
+    hooks = [m.register_forward_hook(count_int8) for m in engine.flow.modules()
+             if isinstance(m, (DynamicQuantLinear, PackedLinear))]
     try:
         with torch.inference_mode():
             with FlopCounterMode(display=False, custom_mapping=mapping) as flow_counter:

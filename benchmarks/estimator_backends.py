@@ -102,6 +102,16 @@ class Variant:
 INT8_DIT, BF16_DIT = "int8 + fp32 sdpa", "bf16 eager"
 
 
+def plain_copy(estimator: nn.Module) -> nn.Module:
+    """A copy of the engine's estimator with plain float32 linears (the stock engine packs them for oneDNN), to
+    convert or compile."""
+    from cosyvoice_ui.cosyvoice.models.linears import unpack_linears
+
+    module = copy.deepcopy(estimator)
+    unpack_linears(module)
+    return module
+
+
 def fast_dit_name() -> str:
     """The variant the engine's fast mode runs on this CPU (bf16 where it has AMX, else int8)."""
     from cosyvoice_ui.cosyvoice.precision import bf16_matrix_units
@@ -112,7 +122,7 @@ def fast_dit_name() -> str:
 def compiled_blocks(name: str, estimator: nn.Module, example: tuple) -> Variant:
     """bf16, each transformer block compiled on its own (`nn.Module.compile`): the blocks share one graph, their
     weights being its inputs, so it compiles once for all of them."""
-    module = copy.deepcopy(estimator)
+    module = plain_copy(estimator)
     module.to_bf16(matmul_attention=True)
     for block in module.transformer_blocks:
         block.compile(dynamic=True)
@@ -217,18 +227,18 @@ def summarise(times: dict[str, list[float]], baseline: str, variants: list[Varia
 def dit_variants(estimator: nn.Module, frames: int, scratch: Path, threads: int, skip: set[str]) -> tuple:
     inputs = dit_inputs(estimator, frames)
     fp32 = DiTCall(estimator)
-    int8 = copy.deepcopy(estimator)
+    int8 = plain_copy(estimator)
     int8.to_int8()
-    int8_bf16_attention = copy.deepcopy(estimator)
+    int8_bf16_attention = plain_copy(estimator)
     int8_bf16_attention.to_int8(bf16_attention=True)  # issue 14's fast DiT, before issue 26's eighth pass
-    bf16_eager = copy.deepcopy(estimator)
+    bf16_eager = plain_copy(estimator)
     bf16_eager.to_bf16(matmul_attention=True)
     variants: list[Variant | str] = [eager("fp32 eager (stock)", fp32), eager(INT8_DIT, DiTCall(int8)),
                                      eager("int8 + bf16 attn", DiTCall(int8_bf16_attention)),
                                      eager(BF16_DIT, DiTCall(bf16_eager))]
     if "compile" not in skip:
-        variants.append(try_build(compiled, "compile fp32", DiTCall(copy.deepcopy(estimator)), inputs, True))
-        bf16 = copy.deepcopy(estimator)
+        variants.append(try_build(compiled, "compile fp32", DiTCall(plain_copy(estimator)), inputs, True))
+        bf16 = plain_copy(estimator)
         bf16.to_bf16(matmul_attention=True)
         variants.append(try_build(compiled, "compile bf16", DiTCall(bf16), inputs, True))
         variants.append(try_build(compiled_blocks, "compile bf16 per block", estimator, inputs))
@@ -237,7 +247,7 @@ def dit_variants(estimator: nn.Module, frames: int, scratch: Path, threads: int,
         axes = {n: {2: "frames"} for n in ("x", "mu", "cond")} | {"out": {2: "frames"}}
         for quantize in (False, True):
             variants.append(try_build(onnx_session, "onnxruntime " + ("int8 dynamic" if quantize else "fp32"),
-                                      DiTCall(copy.deepcopy(estimator)), inputs, names, axes, scratch, threads,
+                                      DiTCall(plain_copy(estimator)), inputs, names, axes, scratch, threads,
                                       quantize=quantize))
     return inputs, variants
 

@@ -139,7 +139,8 @@ class Precision:
     llm: str = "fp32"  # e.g. "fp32 (oneDNN packed, 96 linears, q/k/v fused)", "int8 dynamic (...)"
     llm_rows: str = ""  # fast where the CPU has AMX: the int8 LLM's many-row calls (prefills) on oneDNN; "" none
     llm_step: str = ""  # on a CPU, v2/v3: "recorded graph" when one-row decoding steps run as a TorchScript trace
-    flow: str = "fp32"  # "fp32" | "bf16 estimator" | "int8 estimator (N linears)"
+    # "fp32" | "fp32 (oneDNN packed estimator, N linears)" | "bf16 estimator" | "int8 estimator (N linears)"
+    flow: str = "fp32"
     flow_attention: str = "sdpa"  # "sdpa" | "matmul" (bf16 estimator)
     hift: str = "fp32"  # "fp32" | "bf16 convolutions (...)"
     flow_steps: int | None = None  # Euler steps when not the yaml's

@@ -460,3 +460,35 @@ def test_the_one_row_layout_is_measured_for_a_large_model_and_can_be_forced(monk
     monkeypatch.setattr(linears, "PackedLinear", real)
     monkeypatch.setattr(linears, "F", SimpleNamespace(linear=slow_linear))
     assert linears.packed_wins_one_row(small)
+
+
+def test_stock_packs_the_flow_estimator_with_the_same_numbers() -> None:
+    import copy
+    from types import SimpleNamespace
+
+    from cosyvoice_ui.cosyvoice import precision
+    from cosyvoice_ui.cosyvoice.models.linears import onednn_linear_works, unpack_linears
+
+    if not onednn_linear_works():
+        pytest.skip("oneDNN's packed linear is not available here")
+    dit = _tiny_dit()
+    plain = copy.deepcopy(dit)
+    frames, cfg = 12, dit.cfg
+    g = torch.Generator().manual_seed(1)
+    args = (torch.randn(2, cfg.mel_dim, frames, generator=g), None, torch.randn(2, cfg.mu_dim, frames, generator=g),
+            torch.tensor([0.3, 0.3]), torch.randn(2, cfg.spk_dim, generator=g),
+            torch.randn(2, cfg.mel_dim, frames, generator=g))
+    flow = SimpleNamespace(estimator=dit)
+    done = precision.flow_precision(flow, "stock", "cpu")
+    linears = [m for m in dit.modules() if isinstance(m, PackedLinear)]
+    assert done["flow"] == f"fp32 (oneDNN packed estimator, {len(linears)} linears)" and linears
+    assert not any(isinstance(m, nn.Linear) for m in dit.modules())
+    assert precision.flow_precision(SimpleNamespace(estimator=_tiny_dit()), "stock", "cuda") == {}
+    with torch.inference_mode():
+        expected = plain(*args)
+        torch.testing.assert_close(dit(*args), expected, atol=1e-5, rtol=1e-5)
+        # A copy (benchmarks convert one to int8 or bf16) packs again; unpacked, it is the plain module exactly.
+        copied = copy.deepcopy(dit)
+        torch.testing.assert_close(copied(*args), dit(*args), atol=0, rtol=0)
+        assert unpack_linears(copied) == len(linears)
+        assert all(torch.equal(a, b) for a, b in zip(copied.state_dict().values(), plain.state_dict().values()))
