@@ -31,7 +31,7 @@ import torch
 from torch import nn
 
 from cosyvoice_ui.cosyvoice.checkpoint import read_state_dict
-from cosyvoice_ui.cosyvoice.models.linears import Int4Linear, int4_kernels_available, unpack_linears
+from cosyvoice_ui.cosyvoice.models.linears import Int4Linear, int4_kernels_available
 from cosyvoice_ui.cosyvoice.models.nsf import CausalSineGen2, FixedNSFNoise, NSFNoise
 from cosyvoice_ui.cosyvoice.precision import FastSettings, bf16_is_native, int8_estimator_wanted, settings_for
 from cosyvoice_ui.cosyvoice.registry import backend_for
@@ -184,8 +184,7 @@ def fast_variants(engine, fast: FastSettings, extra_fast: FastSettings) -> tuple
         int8 = uses_int8_estimator(engine, settings)
         key = (int8, int8_bf16_attention(settings) if int8 else settings.matmul_attention)
         if key not in estimators:
-            converted = copy.deepcopy(engine.flow.estimator)
-            unpack_linears(converted)  # the stock engine's estimator is packed for oneDNN
+            converted = copy.deepcopy(engine.flow.estimator)  # to_int8 / to_bf16 unpack stock's packed linears
             if int8:
                 converted.to_int8(bf16_attention=key[1], kept_dtype=torch.bfloat16 if native else None)
             else:

@@ -492,3 +492,6 @@ def test_stock_packs_the_flow_estimator_with_the_same_numbers() -> None:
         torch.testing.assert_close(copied(*args), dit(*args), atol=0, rtol=0)
         assert unpack_linears(copied) == len(linears)
         assert all(torch.equal(a, b) for a, b in zip(copied.state_dict().values(), plain.state_dict().values()))
+    # Converting a stock estimator further (benchmarks do) starts from the plain linears.
+    converted = copy.deepcopy(dit)
+    assert converted.to_int8() > 0 and not any(isinstance(m, PackedLinear) for m in converted.modules())

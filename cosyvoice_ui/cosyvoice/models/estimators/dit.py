@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ...config import DiTConfig
-from ..linears import quantize_linears_int8
+from ..linears import quantize_linears_int8, unpack_linears
 from .unet import SinusoidalPosEmb
 from .dit_stream import DiTStepState
 from .unet_causal import chunk_mask
@@ -194,7 +194,9 @@ class AdaLayerNormZero(nn.Module):
     def forward(self, x: torch.Tensor, temb: torch.Tensor,
                 modulation: tuple[torch.Tensor, ...] | None = None) -> tuple[torch.Tensor, ...]:
         shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp = modulation or self.modulation(temb)
-        return self.norm(x) * (1 + scale_msa[:, None]) + shift_msa[:, None], gate_msa, shift_mlp, scale_mlp, gate_mlp
+        # addcmul: the modulation in one pass over [B, T, D] instead of two (upstream: norm · (1 + scale) + shift)
+        modulated = torch.addcmul(shift_msa[:, None], self.norm(x), 1 + scale_msa[:, None])
+        return modulated, gate_msa, shift_mlp, scale_mlp, gate_mlp
 
 
 class AdaLayerNormZeroFinal(nn.Module):
@@ -242,18 +244,18 @@ class DiTBlock(nn.Module):
                 rope: torch.Tensor, modulation: tuple[torch.Tensor, ...] | None = None) -> torch.Tensor:
         """h [B, T, D], temb [B, D] → [B, T, D]. modulation: `attn_norm.modulation(temb)`, if already known."""
         norm, gate_msa, shift_mlp, scale_mlp, gate_mlp = self.attn_norm(h, temb, modulation)
-        h = h + gate_msa.unsqueeze(1) * self.attn(norm, attn_mask, rope)
-        f = self.ff_norm(h) * (1 + scale_mlp[:, None]) + shift_mlp[:, None]
-        return h + gate_mlp.unsqueeze(1) * self.ff(f)
+        h = torch.addcmul(h, gate_msa.unsqueeze(1), self.attn(norm, attn_mask, rope))  # h + gate · attn, one pass
+        f = torch.addcmul(shift_mlp[:, None], self.ff_norm(h), 1 + scale_mlp[:, None])
+        return torch.addcmul(h, gate_mlp.unsqueeze(1), self.ff(f))
 
     def forward_from(self, h: torch.Tensor, temb: torch.Tensor, attn_mask: torch.Tensor, rope: torch.Tensor,
                      state: DiTStepState, index: int,
                      modulation: tuple[torch.Tensor, ...] | None = None) -> torch.Tensor:
         """`forward` for new frames only, attending to block `index`'s kept keys/values in `state`."""
         norm, gate_msa, shift_mlp, scale_mlp, gate_mlp = self.attn_norm(h, temb, modulation)
-        h = h + gate_msa.unsqueeze(1) * self.attn.forward_from(norm, attn_mask, rope, state, index)
-        f = self.ff_norm(h) * (1 + scale_mlp[:, None]) + shift_mlp[:, None]
-        return h + gate_mlp.unsqueeze(1) * self.ff(f)
+        h = torch.addcmul(h, gate_msa.unsqueeze(1), self.attn.forward_from(norm, attn_mask, rope, state, index))
+        f = torch.addcmul(shift_mlp[:, None], self.ff_norm(h), 1 + scale_mlp[:, None])
+        return torch.addcmul(h, gate_mlp.unsqueeze(1), self.ff(f))
 
 
 class DiT(nn.Module):
@@ -296,6 +298,7 @@ class DiT(nn.Module):
         itself runs in float32. `forward` still takes and returns float32. matmul_attention: attention as
         matmul-softmax-matmul instead of SDPA (faster in bf16 on CPU)."""
         self._modulation_cache.clear()
+        unpack_linears(self)  # stock's oneDNN-packed linears (if any) back to plain ones, which cast
         for name, child in self.named_children():
             if name not in ("time_embed", "rotary_embed"):
                 child.to(torch.bfloat16)
@@ -314,6 +317,7 @@ class DiT(nn.Module):
         kept_dtype: what a stream keeps the keys/values in between passes (None: float32, or bf16 with
         `bf16_attention`). Returns how many linears were replaced."""
         self._modulation_cache.clear()  # its linears are replaced (a freed one's id could come back)
+        unpack_linears(self)  # stock's oneDNN-packed linears (if any) back to plain ones to quantise
         count = quantize_linears_int8(self, skip=("time_embed",))
         for module in self.modules():
             if isinstance(module, Attention):

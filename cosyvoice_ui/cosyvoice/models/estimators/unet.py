@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ...config import EstimatorConfig
+from ..linears import unpack_linears
 
 
 def _masked(x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
@@ -248,6 +249,7 @@ class ConditionalDecoder(nn.Module):
         whose t·1000 sinusoids would be off by up to ~1 rad in bf16. `forward` still takes and returns
         float32. matmul_attention: attention as matmul-softmax-matmul instead of SDPA (faster in bf16 on CPU).
         """
+        unpack_linears(self)  # stock's oneDNN-packed linears (if any) back to plain ones, which cast
         for name, child in self.named_children():
             if name != "time_mlp":
                 child.to(torch.bfloat16)
