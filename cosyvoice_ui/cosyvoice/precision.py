@@ -46,7 +46,8 @@ import torch
 
 from ..types import Precision
 from .models.linears import (INT4_GROUP, INT8_ONEDNN_MIN_ROWS, int4_kernels_available, int8_matrix_units,
-                             int8_rows_on_onednn, onednn_linear_works, pack_linears)
+                             int8_rows_on_onednn, onednn_linear_works, pack_linears,
+                             packed_wins_one_row)
 
 if TYPE_CHECKING:
     from .models.flow import MaskedDiffWithXvec
@@ -126,7 +127,7 @@ def speed_up_llm(llm: TransformerLM, device: str, rows: int = 1) -> str:
     batch width); returns a description.
 
     More rows: oneDNN's packed layout (`pack_linears`). One row: packed too where this CPU streams one-row
-    products faster that way (`packed_wins_one_row`, measured at load), else each linear keeps its
+    products faster that way (`packed_wins_one_row`: every CPU but Intel's, as measured), else each linear keeps its
     weight row-major, in the process's own memory, for torch's plain product. Measured on a v3 decode step
     (issue 26, 2 threads, 121 linears, 1.46 GB of float32 weights) on an Intel CPU with AMX: one row 65-66 ms a
     step row-major against 76-80 ms packed, four rows ~100 ms of linears row-major against ~60 ms packed, a
@@ -135,7 +136,7 @@ def speed_up_llm(llm: TransformerLM, device: str, rows: int = 1) -> str:
     fused = llm.fuse_qkv()
     if device != "cpu":
         return f"fp32 (q/k/v fused in {fused} layers)"
-    if (rows > 1 and onednn_linear_works()) or llm.packed_wins_one_row():
+    if (rows > 1 and onednn_linear_works()) or packed_wins_one_row():
         return f"fp32 (oneDNN packed, {llm.pack_linears()} linears, q/k/v fused)"
     return f"fp32 (row-major for one-row steps, {llm.own_linear_weights()} linears, q/k/v fused)"
 

@@ -23,18 +23,13 @@ which of its linears; `precision.py` decides when).
 
 from __future__ import annotations
 
-import logging
 import os
-import statistics
-import time
 import warnings
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 from torch.ao.nn.quantized.dynamic import Linear as DynamicQuantLinear
 
-log = logging.getLogger(__name__)
 
 
 def _linears(module: nn.Module, skip: tuple[str, ...]) -> list[tuple[str, nn.Linear]]:
@@ -120,49 +115,33 @@ def onednn_linear_works() -> bool:
         return False
 
 
-ONE_ROW_LAYOUT_ENV = "COSYVOICE_STOCK_ONE_ROW_LAYOUT"  # "packed" or "row-major": skip the probe below
-PROBE_BYTES, PROBE_ROUNDS = 192 << 20, 7  # float32 weights past any L3 cache; rounds of each layout
+ONE_ROW_LAYOUT_ENV = "COSYVOICE_STOCK_ONE_ROW_LAYOUT"  # "packed" or "row-major": instead of the CPU's vendor
 
 
-def packed_wins_one_row(module: nn.Module, skip: tuple[str, ...] = ()) -> bool:
-    """Whether oneDNN's packed inner product (`PackedLinear`) runs the float32 `nn.Linear`s under `module` (except
-    the child names in `skip`) in one-row products faster than torch's plain row-major product on this CPU.
-    Measured on the first of them (~192 MiB, past the caches; a packed and a row-major copy of those for a moment,
-    ~0.3 s), or as COSYVOICE_STOCK_ONE_ROW_LAYOUT says. It depends on the machine: a v3 stock decode step took
-    57 ms packed against 50 ms row-major on an Intel CPU with AMX (issue 26, sixth pass), and 83-88 ms packed
-    against 113-147 ms row-major on an AMD Zen 4 (eighth pass), where MKL's one-row product runs on one thread."""
+def cpu_vendor() -> str:
+    """The CPU's vendor id as Linux reports it ("GenuineIntel", "AuthenticAMD", ...), or "" where unknown."""
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as info:
+            for line in info:
+                if line.startswith("vendor_id"):
+                    return line.partition(":")[2].strip()
+    except OSError:
+        pass
+    return ""
+
+
+def packed_wins_one_row() -> bool:
+    """Whether float32 one-row products (a stock decoding step) run faster on oneDNN's packed layout
+    (`PackedLinear`) than through torch's plain row-major product (MKL's GEMV) on this CPU, or as
+    COSYVOICE_STOCK_ONE_ROW_LAYOUT says. Measured in the engine on a v3 stock decode step (issue 26, 2 threads):
+    on an Intel CPU with AMX row-major took 0.81-0.85x packed's time (sixth pass); on an AMD Zen 4 packed took
+    0.65-0.79x row-major's (83-95 against 113-147 ms a step, eighth pass). So row-major on Intel CPUs, packed
+    elsewhere. A load-time probe on the model's first ~192 MiB of linears was tried: on the AMD machine it called
+    the two even or row-major faster in about half of its runs, while the whole step was always faster packed."""
     forced = os.environ.get(ONE_ROW_LAYOUT_ENV, "").strip().lower()
     if forced in ("packed", "row-major"):
         return forced == "packed"
-    linears = [linear for _, linear in _linears(module, skip) if linear.weight.dtype == torch.float32]
-    total = sum(linear.weight.numel() * linear.weight.element_size() for linear in linears)
-    if total < PROBE_BYTES or any(linear.weight.is_meta for linear in linears) or not onednn_linear_works():
-        return False  # a model that fits the caches is fast either way (and tiny test models stay deterministic)
-    probe, size = [], 0
-    for linear in linears:
-        probe.append(linear)
-        size += linear.weight.numel() * linear.weight.element_size()
-        if size >= PROBE_BYTES:
-            break
-    # Both as the stock path would hold them: packed, or a private row-major copy (`own_linear_weights`; a
-    # loaded weight is a view of the file's memory map, slower to stream).
-    packed = [PackedLinear(linear) for linear in probe]
-    own = [(linear.weight.detach().contiguous().clone(), linear.bias) for linear in probe]
-    inputs = [torch.ones(1, linear.in_features) for linear in probe]
-    calls = {False: [lambda x, w=w, b=b: F.linear(x, w, b) for w, b in own], True: packed}
-    times: dict[bool, list[float]] = {False: [], True: []}
-    with torch.inference_mode():
-        for _ in range(PROBE_ROUNDS):  # alternating, so that a neighbour's load falls on both alike
-            for is_packed, layers in calls.items():
-                start = time.perf_counter()
-                for layer, x in zip(layers, inputs):
-                    layer(x)
-                times[is_packed].append(time.perf_counter() - start)
-    # The first round warms both up; the median of the rest decides.
-    row_major, packed_time = (statistics.median(times[key][1:]) for key in (False, True))
-    log.info("one-row float32 products over %d MiB: packed %.1f ms, row-major %.1f ms", size >> 20,
-             packed_time * 1e3, row_major * 1e3)
-    return packed_time < row_major
+    return onednn_linear_works() and cpu_vendor() != "GenuineIntel"
 
 
 def pack_linears(module: nn.Module, skip: tuple[str, ...] = ()) -> int:

@@ -23,8 +23,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from .linears import (PackedLinear, column_major_linears, own_linear_weights, pack_linears, packed_wins_one_row,
-                      quantize_linears_int4, quantize_linears_int8)
+from .linears import (PackedLinear, column_major_linears, own_linear_weights, pack_linears, quantize_linears_int4,
+                      quantize_linears_int8)
 from .sampling import Sampler
 from .step_graph import record_rows, record_step
 
@@ -92,11 +92,6 @@ class SpeechTokenLM(nn.Module):
         how many. Same numbers up to summation order."""
         self.drop_decode_step()
         return pack_linears(self, skip=self.KEEP_LINEARS)
-
-    def packed_wins_one_row(self) -> bool:
-        """Whether this CPU runs these linears' one-row products faster packed than row-major (measured:
-        `linears.packed_wins_one_row`)."""
-        return packed_wins_one_row(self, skip=self.KEEP_LINEARS)
 
     def own_linear_weights(self) -> int:
         """Every linear weight as a private row-major copy (`own_linear_weights`); returns how many."""
