@@ -127,8 +127,8 @@ def speed_up_llm(llm: TransformerLM, device: str, rows: int = 1) -> str:
     batch width); returns a description.
 
     More rows: oneDNN's packed layout (`pack_linears`). One row: packed too where this CPU streams one-row
-    products faster that way (`packed_wins_one_row`: every CPU but Intel's, as measured), else each linear keeps its
-    weight row-major, in the process's own memory, for torch's plain product. Measured on a v3 decode step
+    products faster that way (`packed_wins_one_row`: every CPU but Intel's, as measured), else each linear keeps
+    its weight row-major, in the process's own memory, for torch's plain product. Measured on a v3 decode step
     (issue 26, 2 threads, 121 linears, 1.46 GB of float32 weights) on an Intel CPU with AMX: one row 65-66 ms a
     step row-major against 76-80 ms packed, four rows ~100 ms of linears row-major against ~60 ms packed, a
     150-row prefill 20-50 ms longer row-major; on an AMD Zen 4, one row 113-147 ms row-major against 83-88 ms

@@ -31,7 +31,6 @@ from torch import nn
 from torch.ao.nn.quantized.dynamic import Linear as DynamicQuantLinear
 
 
-
 def _linears(module: nn.Module, skip: tuple[str, ...]) -> list[tuple[str, nn.Linear]]:
     """The `nn.Linear`s under `module` with their names, except those under the child names in `skip`."""
     return [(name, m) for name, m in module.named_modules()
