@@ -192,12 +192,12 @@ def count_flops(engine, model_input, tokens: list[int], seed: int) -> tuple[int,
 
     # fbgemm's int8 dynamic linears and oneDNN's packed ones (the stock estimator) are opaque to the counter:
     # count their 2·rows·in·out with hooks.
-    int8_flops = [0]
+    opaque_flops = [0]
 
-    def count_int8(module, args, output) -> None:
-        int8_flops[0] += 2 * (args[0].numel() // module.in_features) * module.in_features * module.out_features
+    def count_opaque(module, args, output) -> None:
+        opaque_flops[0] += 2 * (args[0].numel() // module.in_features) * module.in_features * module.out_features
 
-    hooks = [m.register_forward_hook(count_int8) for m in engine.flow.modules()
+    hooks = [m.register_forward_hook(count_opaque) for m in engine.flow.modules()
              if isinstance(m, (DynamicQuantLinear, PackedLinear))]
     try:
         with torch.inference_mode():
@@ -211,7 +211,7 @@ def count_flops(engine, model_input, tokens: list[int], seed: int) -> tuple[int,
     with torch.inference_mode():
         with FlopCounterMode(display=False, custom_mapping=mapping) as hift_counter:
             engine.hift.inference(mel, **seeded(engine.hift.inference))
-    return flow_counter.get_total_flops() + int8_flops[0], hift_counter.get_total_flops()
+    return flow_counter.get_total_flops() + opaque_flops[0], hift_counter.get_total_flops()
 
 
 def floor_estimate(machine: dict, llm_bytes: int, tokens: int, flow_flops: int, hift_flops: int,

@@ -173,7 +173,7 @@ def fast_variants(engine, fast: FastSettings, extra_fast: FastSettings) -> tuple
     """The scale row, each token-to-wave change of `fast` and `extra_fast` alone, then each mode whole; and
     what was left out (bf16 without native support: the engine keeps float32 there too)."""
     native = bf16_is_native()
-    estimators: dict[tuple, nn.Module] = {}  # by (int8, bf16 attention)
+    estimators: dict[tuple, nn.Module] = {}  # ("int8",) or ("bf16", matmul attention)
     hifts: list[nn.Module] = []
 
     def converts(settings: FastSettings) -> bool:
@@ -182,11 +182,11 @@ def fast_variants(engine, fast: FastSettings, extra_fast: FastSettings) -> tuple
     def estimator(settings: FastSettings) -> nn.Module:
         """The estimator copy `apply_precision` would make for `settings` (int8 where it takes it, else bf16)."""
         int8 = uses_int8_estimator(engine, settings)
-        key = (int8, int8_bf16_attention(settings) if int8 else settings.matmul_attention)
+        key = ("int8",) if int8 else ("bf16", settings.matmul_attention)
         if key not in estimators:
             converted = copy.deepcopy(engine.flow.estimator)  # to_int8 / to_bf16 unpack stock's packed linears
             if int8:
-                converted.to_int8(bf16_attention=key[1], kept_dtype=torch.bfloat16 if native else None)
+                converted.to_int8(kept_dtype=torch.bfloat16 if native else None)
             else:
                 converted.to_bf16(matmul_attention=settings.matmul_attention)
             estimators[key] = converted
@@ -194,7 +194,7 @@ def fast_variants(engine, fast: FastSettings, extra_fast: FastSettings) -> tuple
 
     def estimator_name(settings: FastSettings) -> str:
         if uses_int8_estimator(engine, settings):
-            return "int8 estimator" + (", bf16 matmul attention" if int8_bf16_attention(settings) else "")
+            return "int8 estimator"
         return "bf16 estimator" + (", matmul attention" if settings.matmul_attention else "")
 
     def bf16_hift() -> nn.Module:
@@ -229,11 +229,6 @@ def fast_variants(engine, fast: FastSettings, extra_fast: FastSettings) -> tuple
                           for s in (fast, extra_fast)):
         skipped.append("bf16 estimator and HiFT: this CPU has no native bf16, so fast mode keeps them float32")
     return variants, skipped
-
-
-def int8_bf16_attention(settings: FastSettings) -> bool:
-    """Whether an int8 estimator under `settings` attends in bf16 matmuls (as `flow_precision` decides)."""
-    return settings.int8_estimator_bf16_attention and bf16_is_native()
 
 
 def uses_int8_estimator(engine, settings: FastSettings) -> bool:

@@ -88,9 +88,6 @@ class FastSettings:
     # 0.63x of int8, benchmarks/estimator_backends.py), so bf16 is taken there whatever this says.
     int8_estimator: bool = True
     matmul_attention: bool = True  # bf16 estimator: matmul-softmax-matmul instead of SDPA (faster on CPU)
-    # int8 estimator: its attention as bf16 matmuls (issue 14) instead of float32 SDPA, whose flash kernel fuses
-    # the softmax and runs as fast over a whole render and 1.3-2.2x faster over a streamed chunk (issue 26)
-    int8_estimator_bf16_attention: bool = False
     bf16_hift: bool = True  # HiFT's convolution stack in bf16 (f0 and source stay float32); only where native
     n_timesteps: int = 2  # flow Euler steps (stock: the yaml's 10); an explicit n_timesteps wins
     flow_prompt_seconds: float = 3.0  # keep the last this-many seconds of the prompt in the flow
@@ -248,12 +245,11 @@ def flow_precision(flow: MaskedDiffWithXvec, precision: str, device: str, fast: 
     fast = fast or settings_for(precision)
     done: dict[str, object] = {}
     if int8_estimator_wanted(fast, flow.estimator, device):
-        native = bf16_is_native()
-        bf16_attention = fast.int8_estimator_bf16_attention and native
-        # A stream's kept keys/values in bf16 where that is native: the memory budget holds twice the frames.
-        count = flow.estimator.to_int8(bf16_attention=bf16_attention, kept_dtype=torch.bfloat16 if native else None)
+        # Attention in float32 SDPA (`DiT.to_int8`); a stream's kept keys/values in bf16 where that is native: the
+        # memory budget holds twice the frames.
+        count = flow.estimator.to_int8(kept_dtype=torch.bfloat16 if bf16_is_native() else None)
         done["flow"] = f"int8 estimator ({count} linears)"
-        done["flow_attention"] = "bf16 matmul" if bf16_attention else "sdpa"
+        done["flow_attention"] = "sdpa"
     elif fast.bf16_estimator and on_cpu and bf16_is_native():
         flow.estimator.to_bf16(matmul_attention=fast.matmul_attention)
         done["flow"] = "bf16 estimator"

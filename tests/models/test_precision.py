@@ -316,11 +316,6 @@ def test_fast_dit_is_bf16_where_the_cpu_has_matrix_units_else_int8(monkeypatch, 
         assert not dit.transformer_blocks[0].attn.matmul_attention
         assert dit.transformer_blocks[0].attn.kept_dtype == torch.bfloat16
     assert dit.compute_dtype == (torch.bfloat16 if matrix_units else torch.float32)
-    if not matrix_units:  # issue 14's bf16 matmul attention, when asked for
-        dit = _tiny_dit()
-        flow = SimpleNamespace(estimator=dit, decoder=SimpleNamespace(inference_cfg_rate=0.7))
-        done = precision.flow_precision(flow, "fast", "cpu", FastSettings(int8_estimator_bf16_attention=True))
-        assert done["flow_attention"] == "bf16 matmul" and dit.transformer_blocks[0].attn.matmul_attention
     # Asked not to use int8, a CPU without matrix units gets bf16 too.
     monkeypatch.setattr(precision, "bf16_matrix_units", lambda: False)
     assert not precision.int8_estimator_wanted(FastSettings(int8_estimator=False), _tiny_dit(), "cpu")

@@ -73,11 +73,10 @@ def nucleus_candidates(probs: torch.Tensor, top_p: float, top_k: int) -> tuple[t
     because that is how upstream decides the cut (a float64 cumsum can differ at the boundary).
     """
     values, ids = top_stable(probs, top_k)
-    head = values
     threshold = _float32(top_p)  # upstream compares a float32 tensor with top_p
     mass = 0.0
     kept = 0
-    for p in head.tolist():
+    for p in values.tolist():
         if kept > 0 and not mass < threshold:
             break
         mass = _float32(mass + p)  # float32 + float32, correctly rounded (exact in float64 first)
