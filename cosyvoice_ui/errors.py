@@ -49,3 +49,9 @@ class Cancelled(CosyVoiceError):
 
 class DownloadError(CosyVoiceError):
     """A model could not be downloaded (offline, not found, disk full)."""
+
+
+class RecognizerFailed(CosyVoiceError):
+    """The speech recogniser stopped or failed while working (it starts again for the next recording)."""
+
+    code = "asr_failed"

@@ -403,3 +403,63 @@ def test_pocketsphinx_transcribes_offline_english(offline_speech: list[Audio], t
     recall = heard_total / expected_total
     print(f"distinct-word recall {recall:.2f}")
     assert recall >= MIN_SPHINX_RECALL
+
+
+# --- pocketsphinx's worker process: it holds the GIL while it decodes, so it must not run in the server ----------
+
+FAKE_WORKER = """
+import struct, sys
+out = sys.stdout.buffer
+mode = {mode!r}
+if mode == "no-start":
+    out.write(struct.pack("<BI", 1, 5) + b"nope!"); out.flush(); sys.exit(1)
+out.write(struct.pack("<BI", 0, 5) + b"ready"); out.flush()
+header = sys.stdin.buffer.read(5)
+sys.exit(3)  # dies while "decoding"
+"""
+
+
+def fake_worker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str) -> None:
+    from cosyvoice_ui.asr import sphinx
+
+    script = tmp_path / f"worker_{mode}.py"
+    script.write_text(FAKE_WORKER.format(mode=mode))
+    monkeypatch.setattr(sphinx, "WORKER", script)
+
+
+def test_pocketsphinx_decodes_in_a_worker_process_that_restarts(offline_speech: list[Audio]) -> None:
+    import os
+
+    from cosyvoice_ui.asr.sphinx import SphinxRecognizer
+
+    recogniser = SphinxRecognizer()
+    try:
+        worker = recogniser._worker
+        assert worker is not None and worker.pid != os.getpid() and worker.poll() is None
+        pcm = to_asr_rate(offline_speech[1].samples, offline_speech[1].sample_rate)
+        first = recogniser.transcribe(pcm)
+        assert "window" in first.lower()
+        worker.kill()
+        worker.wait()
+        assert recogniser.transcribe(pcm) == first  # a dead worker is started again for the next recording
+        assert recogniser._worker is not worker
+    finally:
+        recogniser.close()
+    assert recogniser._worker is None and worker.poll() is not None
+
+
+def test_a_worker_that_dies_while_decoding_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from cosyvoice_ui.asr.sphinx import SphinxRecognizer
+    from cosyvoice_ui.errors import RecognizerFailed
+
+    fake_worker(tmp_path, monkeypatch, "dies")
+    recogniser = SphinxRecognizer()
+    with pytest.raises(RecognizerFailed) as failed:
+        recogniser.transcribe(np.zeros(16000, dtype=np.float32))
+    assert failed.value.code == "asr_failed" and "try again" in str(failed.value)
+    assert str(tmp_path) not in str(failed.value) and recogniser._worker is None
+    recogniser.close()
+    fake_worker(tmp_path, monkeypatch, "no-start")
+    with pytest.raises(RecognizerFailed) as failed:
+        SphinxRecognizer()
+    assert "pip install pocketsphinx==5.1.1" in str(failed.value)

@@ -108,6 +108,7 @@ MESSAGES: dict[str, str] = {
     "asr_language_unsupported": "当前的语音识别只懂英语，不支持 {language}；要识别其他语言，请下载多语种 Whisper 模型："
                                 "python -m cosyvoice_ui download whisper-small（约 1 GB）。",
     "asr_language_unknown": "语音识别模型不认识语言 {language}；请不指定语言，让它自动检测。",
+    "asr_failed": "离线识别器（pocketsphinx）处理这段录音时出错；请重试，或手动输入文本。",
     "asr_no_speech": "录音中没有识别出文字；请确认录音中有清晰的语音，或手动输入文本。",
     "asr_audio_too_short": "录音只有 {seconds} 秒；请至少提供 0.3 秒语音。",
     "asr_audio_too_long": "录音长 {seconds} 秒；识别最多支持 600 秒（声音样本只需 3-30 秒）。",
