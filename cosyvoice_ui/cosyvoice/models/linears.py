@@ -23,6 +23,7 @@ which of its linears; `precision.py` decides when).
 
 from __future__ import annotations
 
+import functools
 import os
 import warnings
 
@@ -96,6 +97,7 @@ def _traceable_packed_linear():
     return _packed_linear_script
 
 
+@functools.cache  # a property of this machine and torch build: probed once per process
 def onednn_linear_works() -> bool:
     """True when oneDNN's packed inner product is available and agrees with F.linear on this machine."""
     if not (torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
