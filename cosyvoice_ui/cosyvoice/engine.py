@@ -29,6 +29,7 @@ from .frontend.prompt import PromptEncoder, PromptFeatures
 from .loader import ModelParts, load_parts
 from .models.decode_batcher import DecodeBatcher, batches
 from . import thread_fit
+from ..heap import trim_heap
 from ..openmp import release_threads
 from .render_turns import RenderTurns
 from .precision import FastSettings, llm_step_precision, stock_llm_for_rows, trim_flow_prompt
@@ -343,6 +344,9 @@ class CosyVoiceEngine(Engine):
                 self._fit_threads()  # for the next chunk's render on this thread (the decoder may run on another)
             return
         tokens = list(tokens_iter)
+        # The decode's KV cache and step temporaries are free now but stay resident in glibc's arenas; handed back
+        # before the flow, the flow and vocoder reuse fewer of them (v1 stock: the render's peak RSS ~0.1 GB lower)
+        trim_heap()
         raise_if_cancelled(cancel)
         if not tokens:
             yield torch.zeros(1, 0), True
