@@ -228,3 +228,33 @@ def test_an_evicted_model_never_drops_a_newer_load(tmp_path):
     worker.held["CosyVoice2-0.5B"] = newer
     old.__del__()  # the garbage collector, later
     assert worker.held["CosyVoice2-0.5B"] is newer and Manager.shutdowns == 1
+
+
+@needs_ray
+@pytest.mark.parametrize("failure, retried", [("proxy died", True), ("port in use", False)])
+def test_deploy_retries_the_http_proxy_once_only_when_it_did_not_start(monkeypatch, failure, retried):
+    """Serve kills a proxy actor that took over 60 s to start (a loaded machine): deploy starts it once more. Any
+    other start error (a port in use) is the user's to see at once, not retried."""
+    from ray import serve
+    from ray.exceptions import ActorDiedError
+
+    from cosyvoice_ui.cluster import app, launch
+
+    calls: list[str] = []
+
+    def start(http_options):
+        calls.append("start")
+        if calls.count("start") == 1:
+            raise ActorDiedError() if failure == "proxy died" else RuntimeError("address already in use")
+
+    monkeypatch.setattr(serve, "start", start)
+    monkeypatch.setattr(serve, "shutdown", lambda: calls.append("shutdown"))
+    monkeypatch.setattr(serve, "run", lambda *a, **k: calls.append("run") or "handle")
+    monkeypatch.setattr(app, "build_app", lambda cfg: "the app")
+    if retried:
+        assert launch.deploy(config()) == "handle"
+        assert calls == ["start", "shutdown", "start", "run"]
+    else:
+        with pytest.raises(RuntimeError, match="already in use"):
+            launch.deploy(config())
+        assert calls == ["start"]

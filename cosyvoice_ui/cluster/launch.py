@@ -100,14 +100,18 @@ def deploy(config: ClusterConfig):
 
     from .app import build_app
 
+    from ray.exceptions import GetTimeoutError, RayActorError
+
+    http = {"host": config.host, "port": config.port}
     try:
-        serve.start(http_options={"host": config.host, "port": config.port})
-    except Exception as exc:  # noqa: BLE001 - ray's error types vary by version
-        # Serve gives its proxy actor 60 s to start and then kills it; on a loaded machine that import can take
-        # longer (seen in CI, while the other test worker was busy). One more try on the now warm node.
+        serve.start(http_options=http)
+    except (RayActorError, GetTimeoutError) as exc:
+        # Serve gives its proxy actor 60 s to start and then kills it; on a loaded machine its start can take longer
+        # (seen in CI while the other test worker was busy). One more try on the now warm node; any other error
+        # (a port in use, a bad option) is not retried.
         log.warning("Serve's HTTP proxy did not start (%s); trying once more", type(exc).__name__)
         serve.shutdown()
-        serve.start(http_options={"host": config.host, "port": config.port})
+        serve.start(http_options=http)
     return serve.run(build_app(config), name=APP_NAME, route_prefix="/", blocking=False)
 
 
