@@ -50,7 +50,7 @@ from torch.ao.nn.quantized.dynamic import Linear as DynamicQuantLinear  # noqa: 
 
 from cosyvoice_ui.cosyvoice.engine import load_engine  # noqa: E402
 from cosyvoice_ui.cosyvoice.families import V1, V2, V3, VARIANT_FILE  # noqa: E402
-from cosyvoice_ui.cosyvoice.models.linears import Int4Linear, Int8RowsOnOneDNN, PackedLinear  # noqa: E402
+from cosyvoice_ui.cosyvoice.models.linears import Int4Linear, Int8RowsOnOneDNN, PackedLinear, RowBlocksLinear  # noqa: E402
 from cosyvoice_ui.cosyvoice.precision import PRECISIONS, settings_for  # noqa: E402
 from cosyvoice_ui.testing.signals import voice_clip  # noqa: E402
 
@@ -124,6 +124,9 @@ def llm_bytes_per_token(llm: nn.Module) -> int:
                 total += 0 if module.bias is None else module.bias.numel() * 4
             if isinstance(module, PackedLinear):  # weights outside the parameter list
                 total += module.in_features * module.out_features * 4
+                total += 0 if module.bias is None else module.bias.numel() * 4
+            if isinstance(module, RowBlocksLinear):  # the same, with the padding rows a decoding step reads too
+                total += module.weight_blocks.numel() * 4
                 total += 0 if module.bias is None else module.bias.numel() * 4
             weight = getattr(module, "weight", None)
             if callable(weight) and not isinstance(weight, torch.Tensor):  # dynamic-quantised Linear

@@ -7,8 +7,9 @@ column_major_linears / quantize_int8 / quantize_int4`, `ConditionalDecoder.to_bf
 this module only decides, from the precision asked for, the device and the CPU, which ones run.
 
 stock — the same arithmetic with faster kernels: the LLM's linears pre-packed for oneDNN's inner
-    product (`models/linears.py` says why; for one-row steps only where the CPU runs them faster so), or
-    row-major in the process's own memory, and the flow estimator's linears packed too; only the summation
+    product (`models/linears.py` says why) once the engine batches; for one-row steps in blocks of rows that
+    every thread streams, or row-major in the process's own memory (Intel CPUs), or packed where asked; the
+    flow estimator's linears packed too; only the summation
     order changes (float rounding, ~1e-6 relative). In both modes each attention layer's
     q/k/v projections are fused into one linear.
 fast — changes the numbers, for speed (`FastSettings`):
@@ -46,8 +47,7 @@ import torch
 
 from ..types import Precision
 from .models.linears import (INT4_GROUP, INT8_ONEDNN_MIN_ROWS, int4_kernels_available, int8_matrix_units,
-                             int8_rows_on_onednn, onednn_linear_works, pack_linears,
-                             packed_wins_one_row)
+                             int8_rows_on_onednn, one_row_layout, onednn_linear_works, pack_linears)
 
 if TYPE_CHECKING:
     from .models.flow import MaskedDiffWithXvec
@@ -120,21 +120,22 @@ def settings_for(precision: str) -> FastSettings | None:
 
 
 def speed_up_llm(llm: TransformerLM, device: str, rows: int = 1) -> str:
-    """The stock LLM transform (same numbers, faster kernels) for decoding steps of `rows` rows (the engine's
-    batch width); returns a description.
+    """The stock LLM transform (same numbers up to summation order, faster kernels) for decoding steps of `rows`
+    rows (the engine's batch width); returns a description.
 
-    More rows: oneDNN's packed layout (`pack_linears`). One row: packed too where this CPU streams one-row
-    products faster that way (`packed_wins_one_row`: every CPU but Intel's, as measured), else each linear keeps
-    its weight row-major, in the process's own memory, for torch's plain product. Measured on a v3 decode step
-    (issue 26, 2 threads, 121 linears, 1.46 GB of float32 weights) on an Intel CPU with AMX: one row 65-66 ms a
-    step row-major against 76-80 ms packed, four rows ~100 ms of linears row-major against ~60 ms packed, a
-    150-row prefill 20-50 ms longer row-major; on an AMD Zen 4, one row 113-147 ms row-major against 83-88 ms
-    packed. `stock_llm_for_rows` changes the choice when the batch width changes."""
+    More rows: oneDNN's packed layout (`pack_linears`; four rows ~60 ms a v3 step's linears packed against
+    ~100 ms row-major on an Intel CPU, 51-64 against 78-121 ms in row blocks on an AMD one). One row: the layout
+    `one_row_layout` names for this CPU (measured there, see it): row blocks (`row_blocks_linears`, every CPU but
+    Intel's), row-major own copies for MKL's GEMV (Intel's), or packed where forced. `stock_llm_for_rows`
+    changes the choice when the batch width changes."""
     fused = llm.fuse_qkv()
     if device != "cpu":
         return f"fp32 (q/k/v fused in {fused} layers)"
-    if (rows > 1 and onednn_linear_works()) or packed_wins_one_row():
+    layout = "packed" if rows > 1 and onednn_linear_works() else one_row_layout()
+    if layout == "packed":
         return f"fp32 (oneDNN packed, {llm.pack_linears()} linears, q/k/v fused)"
+    if layout == "row-blocks":
+        return f"fp32 (row blocks for one-row steps, {llm.row_blocks_linears()} linears, q/k/v fused)"
     return f"fp32 (row-major for one-row steps, {llm.own_linear_weights()} linears, q/k/v fused)"
 
 

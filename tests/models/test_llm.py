@@ -281,3 +281,21 @@ def test_inference_layouts_keep_shapes_and_leave_the_speaker_projection_a_linear
         with torch.inference_mode():
             out = model.teacher_forced_logp(*args)
         assert out.shape == ref.shape == (7, 51) and torch.isfinite(out).all(), method
+
+
+@pytest.mark.parametrize("layout", ["row-blocks", "packed", "row-major"])
+def test_each_stock_one_row_layout_keeps_the_golden_greedy_decode(v1_fixture: Path, goldens: dict, stages: dict,
+                                                                 layout: str, monkeypatch) -> None:
+    from cosyvoice_ui.cosyvoice.models.linears import ONE_ROW_LAYOUT_ENV
+    from cosyvoice_ui.cosyvoice.precision import speed_up_llm
+
+    monkeypatch.setenv(ONE_ROW_LAYOUT_ENV, layout)  # each CPU's layout, whatever CPU runs the test
+    cfg = parse_v1(read_yaml(v1_fixture / "cosyvoice.yaml")).llm
+    model = backend_for(V1).load_llm(cfg, read_state_dict(v1_fixture / "llm.pt"))
+    speed_up_llm(model, "cpu")
+    g, meta = _case(goldens, "A_zero_shot"), stages["A_zero_shot"]
+    tokens = list(model.inference(*_inputs(g), sampler=greedy))
+    n = meta["greedy_robust_prefix_len"]
+    assert tokens[:n] == g["greedy_tokens"][0, :n].tolist() and len(tokens) == meta["greedy_len"]
+    logp = model.teacher_forced_logp(*_inputs(g), g["tf_continuation"])
+    _assert_close("tf_logp", logp, g["tf_logp"], 1e-4)

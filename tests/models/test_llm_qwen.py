@@ -392,7 +392,7 @@ def test_inference_layouts_keep_shapes_and_skip_the_unused_head() -> None:
     # per layer q, k, v (or the fused qkv), o, gate, up, down; plus llm_decoder; lm_head is skipped
     unfused, fused = 2 * 7 + 1, 2 * 5 + 1
     layouts = [((), "column_major_linears", unfused, 1e-5), (("fuse_qkv",), "quantize_int8", fused, None),
-               (("fuse_qkv",), "column_major_linears", fused, 1e-5)]
+               (("fuse_qkv",), "column_major_linears", fused, 1e-5), (("fuse_qkv",), "row_blocks_linears", fused, 1e-4)]
     if onednn_linear_works():
         layouts.append((("fuse_qkv",), "pack_linears", fused, 1e-4))
     for before, method, count, atol in layouts:
@@ -411,10 +411,13 @@ def test_inference_layouts_keep_shapes_and_skip_the_unused_head() -> None:
             _assert_close(f"{before} {method}", out, ref, atol)
 
 
+@pytest.mark.parametrize("layout", ["row-blocks", "packed", "row-major"])
 @pytest.mark.parametrize("name", sorted(FIXTURES))
-def test_stock_speed_up_keeps_the_golden_greedy_tokens(name: str) -> None:
+def test_stock_speed_up_keeps_the_golden_greedy_tokens(name: str, layout: str, monkeypatch) -> None:
+    from cosyvoice_ui.cosyvoice.models.linears import ONE_ROW_LAYOUT_ENV
     from cosyvoice_ui.cosyvoice.precision import speed_up_llm
 
+    monkeypatch.setenv(ONE_ROW_LAYOUT_ENV, layout)  # each CPU's one-row layout, whatever this CPU is
     model, g = _load(name), case_goldens(name, "A_zero_shot")
     speed_up_llm(model, "cpu")  # what stock precision does to a loaded LLM: fused q/k/v, then a CPU layout
     assert model.llm.fuse_qkv() == 0

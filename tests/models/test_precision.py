@@ -86,6 +86,27 @@ def test_packed_linear_matches_linear_and_speed_up_keeps_the_llm_numbers(modules
     assert pack_linears(nn.Sequential(nn.Linear(4, 4), nn.ReLU()), skip=("0",)) == 0
 
 
+def test_row_blocks_keep_the_llm_numbers_and_pack_when_the_engine_batches(modules, monkeypatch) -> None:
+    from cosyvoice_ui.cosyvoice.models.linears import RowBlocksLinear
+
+    monkeypatch.setenv("COSYVOICE_STOCK_ONE_ROW_LAYOUT", "row-blocks")  # as on the CPUs where that is faster
+    llm = modules[0].eval()
+    with torch.inference_mode():
+        before = llm.teacher_forced_logp(*_llm_inputs())  # many rows a call: oneDNN (or torch) on the blocks
+        tokens = list(llm.inference(*_llm_inputs()[:4], sampler=_argmax, max_len=20, ignore_eos=True))
+    assert speed_up_llm(llm, "cpu").startswith("fp32 (row blocks for one-row steps")
+    assert isinstance(llm.llm_decoder, RowBlocksLinear) and type(llm.spk_embed_affine_layer) is nn.Linear
+    assert not llm.has_packed_linears()
+    with torch.inference_mode():
+        assert (llm.teacher_forced_logp(*_llm_inputs()) - before).abs().max() < 1e-4
+        assert list(llm.inference(*_llm_inputs()[:4], sampler=_argmax, max_len=20, ignore_eos=True)) == tokens
+    if onednn_linear_works():
+        assert stock_llm_for_rows(llm, 4, "cpu").startswith("fp32 (oneDNN packed")
+        assert not any(isinstance(m, RowBlocksLinear) for m in llm.modules())
+        with torch.inference_mode():
+            assert list(llm.inference(*_llm_inputs()[:4], sampler=_argmax, max_len=20, ignore_eos=True)) == tokens
+
+
 def _argmax(logp, decoded, generator) -> int:
     return int(logp.argmax())
 
@@ -422,21 +443,60 @@ def test_fast_llm_takes_onednn_rows_only_where_asked_and_keeps_its_tokens(module
 def test_the_one_row_layout_follows_the_cpu_and_can_be_forced(monkeypatch) -> None:
     from cosyvoice_ui.cosyvoice.models import linears
 
+    monkeypatch.delenv(linears.ONE_ROW_LAYOUT_ENV, raising=False)
     assert isinstance(linears.cpu_vendor(), str)  # "" where /proc/cpuinfo says nothing
     monkeypatch.setattr(linears, "onednn_linear_works", lambda: True)
     monkeypatch.setattr(linears, "cpu_vendor", lambda: "GenuineIntel")
-    assert not linears.packed_wins_one_row()  # MKL's GEMV on row-major weights was faster there
+    assert linears.one_row_layout() == "row-major"  # MKL's GEMV on row-major weights was faster there
     monkeypatch.setattr(linears, "cpu_vendor", lambda: "AuthenticAMD")
-    assert linears.packed_wins_one_row()
-    monkeypatch.setenv(linears.ONE_ROW_LAYOUT_ENV, "row-major")
-    assert not linears.packed_wins_one_row()
+    assert linears.one_row_layout() == "row-blocks"  # MKL's GEMV runs on one thread there
+    monkeypatch.setattr(linears, "cpu_vendor", lambda: "")
+    assert linears.one_row_layout() == "row-blocks"
+    for forced in linears.ONE_ROW_LAYOUTS:
+        monkeypatch.setenv(linears.ONE_ROW_LAYOUT_ENV, f" {forced.upper()} ")
+        assert linears.one_row_layout() == forced
+    monkeypatch.setenv(linears.ONE_ROW_LAYOUT_ENV, "nonsense")  # not a layout: the CPU decides
+    assert linears.one_row_layout() == "row-blocks"
     monkeypatch.setenv(linears.ONE_ROW_LAYOUT_ENV, "packed")
-    monkeypatch.setattr(linears, "cpu_vendor", lambda: "GenuineIntel")
-    assert linears.packed_wins_one_row()
-    monkeypatch.delenv(linears.ONE_ROW_LAYOUT_ENV)
     monkeypatch.setattr(linears, "onednn_linear_works", lambda: False)
-    monkeypatch.setattr(linears, "cpu_vendor", lambda: "AuthenticAMD")
-    assert not linears.packed_wins_one_row()  # no oneDNN: nothing to pack with
+    assert linears.one_row_layout() == "row-major"  # no oneDNN: nothing to pack with
+
+
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("out_features", [24, 29])  # 29: padded to whole blocks
+def test_row_blocks_linear_matches_linear_for_one_row_and_many(bias: bool, out_features: int, monkeypatch) -> None:
+    from cosyvoice_ui.cosyvoice.models import linears
+
+    torch.manual_seed(0)
+    linear = nn.Linear(40, out_features, bias=bias).requires_grad_(False)
+    blocks = linears.RowBlocksLinear(linear)
+    assert blocks.weight_blocks.shape == (linears.ROW_BLOCKS, -(-out_features // 8), 40)
+    assert blocks.weight_blocks.data_ptr() != linear.weight.data_ptr()  # a private copy, not the file's pages
+    assert not blocks.state_dict()  # an inference layout, never saved
+    for onednn in (blocks.onednn_rows, False):
+        blocks.onednn_rows = onednn
+        for shape in ((1, 40), (1, 1, 40), (40,), (7, 40), (2, 5, 40)):
+            x = torch.randn(*shape)
+            with torch.inference_mode():
+                y = blocks(x)
+            assert y.shape == shape[:-1] + (out_features,)
+            torch.testing.assert_close(y, linear(x), atol=1e-5, rtol=1e-5)
+    plain = blocks.to_linear()
+    assert type(plain) is nn.Linear and torch.equal(plain.weight, linear.weight)
+    assert plain.weight.data_ptr() == blocks.weight_blocks.data_ptr()  # a view: going back costs no copy
+    # A traced step records the path of its row count, with the same numbers as eager.
+    blocks.onednn_rows = linears.onednn_linear_works()
+    for shape in ((1, 1, 40), (3, 1, 40)):
+        x = torch.randn(*shape)
+        with torch.inference_mode():
+            traced = torch.jit.trace(blocks, (x,), check_trace=False)
+            assert torch.equal(traced(x), blocks(x))
+    # Packing (a batching engine) turns blocks into packed layers; unpacking gives plain ones back.
+    model = nn.Sequential(linears.RowBlocksLinear(linear), nn.ReLU())
+    if linears.onednn_linear_works():
+        assert linears.pack_linears(model) == 1 and isinstance(model[0], linears.PackedLinear)
+    else:
+        assert linears.unpack_linears(model) == 1 and type(model[0]) is nn.Linear
 
 
 def test_stock_packs_the_flow_estimator_with_the_same_numbers() -> None:

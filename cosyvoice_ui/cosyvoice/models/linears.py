@@ -7,6 +7,11 @@ which of its linears; `precision.py` decides when).
   faster on a 2-core x86 (and runs the prefill GEMMs faster too). Only the summation order changes.
   The stock flow's estimator takes it too: its GEMMs of hundreds of rows ran 1.35-1.55x faster packed than
   through torch's plain product on an AMD Zen 4 (issue 26, eighth pass).
+* `RowBlocksLinear`: the weight row-major in the process's own memory, seen as 8 blocks of rows, so that a
+  one-row product is torch's batched product, one GEMV per block spread over every intra-op thread. On an AMD
+  Zen 4 MKL's plain GEMV runs on one thread whatever the thread count, and oneDNN's packed kernel streams a
+  single row slower than four: blocks took 0.66-0.85x packed's time for a decoding step's linears (issue 26,
+  ninth pass). Calls with more rows (a prefill) go to oneDNN on the same plain weight.
 * column-major weights (Wᵀ contiguous), which MKL's GEMV streams ~1.3x faster than row-major, where
   oneDNN is unavailable; same values, shapes and state-dict keys.
 * int8 dynamic quantisation (per-channel int8 weights, activations quantised per call): a quarter of
@@ -80,6 +85,65 @@ class PackedLinear(nn.Module):
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
 
 
+ROW_BLOCKS = 8  # 4, 8 and 16 blocks streamed alike at 2 threads (issue 26, ninth pass)
+
+
+class RowBlocksLinear(nn.Module):
+    """An `nn.Linear` for CPU inference whose one-row products (decoding steps) run as torch's batched product
+    over blocks of the weight's rows, which spreads one GEMV over every intra-op thread where MKL's own GEMV does
+    not (an AMD CPU). The weight is a private row-major copy (padded with zero rows to a whole number of
+    blocks), so it does not keep a file's memory map alive. Calls with several rows (a prefill) run oneDNN's
+    inner product on the same weight where oneDNN works (0.6x torch's plain product at 150 rows on the AMD
+    machine), else torch's plain product.
+
+    Does not: train, move between devices, or take part in a state dict (non-persistent buffers): apply after
+    loading, never before saving; `to_linear` gives the plain layer back.
+    """
+
+    def __init__(self, linear: nn.Linear, blocks: int = ROW_BLOCKS) -> None:
+        super().__init__()
+        self.in_features, self.out_features = linear.in_features, linear.out_features
+        padded = -(-self.out_features // blocks) * blocks
+        weight = linear.weight.detach().new_zeros(padded, self.in_features)
+        weight[:self.out_features].copy_(linear.weight.detach())
+        self.register_buffer("weight_blocks", weight.view(blocks, padded // blocks, self.in_features),
+                             persistent=False)
+        self.register_buffer("bias", None if linear.bias is None else linear.bias.detach().clone(), persistent=False)
+        self.onednn_rows = onednn_linear_works()
+
+    def plain_weight(self) -> torch.Tensor:
+        """The plain [out_features, in_features] weight, a view of the blocks (no copy)."""
+        return self.weight_blocks.view(-1, self.in_features)[:self.out_features]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x [..., in_features] float32 → [..., out_features]."""
+        if x.shape[:-1].numel() != 1:  # several rows: a GEMM, where blocks would not help (static under a trace)
+            if not self.onednn_rows:
+                return nn.functional.linear(x, self.plain_weight(), self.bias)
+            if torch.jit.is_tracing():  # a recorded step of several rows (step_graph.py): the same op, typed
+                return _traceable_packed_linear()(x.contiguous(), self.plain_weight(), self.bias)
+            return torch.ops.mkldnn._linear_pointwise(x.contiguous(), self.plain_weight(), self.bias, "none", [], "")
+        blocks = self.weight_blocks.shape[0]
+        column = x.reshape(1, self.in_features, 1).expand(blocks, self.in_features, 1)
+        y = torch.bmm(self.weight_blocks, column).reshape(x.shape[:-1] + (-1,))[..., :self.out_features]
+        return y if self.bias is None else y + self.bias
+
+    def to_linear(self) -> nn.Linear:
+        """A plain `nn.Linear` with these values, its weight a view of this layer's memory (no copy)."""
+        linear = nn.utils.skip_init(nn.Linear, self.in_features, self.out_features, bias=self.bias is not None)
+        linear.weight = nn.Parameter(self.plain_weight(), requires_grad=False)
+        if self.bias is not None:
+            linear.bias = nn.Parameter(self.bias, requires_grad=False)
+        return linear.requires_grad_(False)
+
+    def __deepcopy__(self, memo: dict) -> RowBlocksLinear:
+        return RowBlocksLinear(self.to_linear(), self.weight_blocks.shape[0])
+
+    def extra_repr(self) -> str:
+        return (f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}, "
+                f"blocks={self.weight_blocks.shape[0]}")
+
+
 _PACKED_LINEAR_SOURCE = """
 def packed_linear(x: Tensor, weight: Tensor, bias: Optional[Tensor]) -> Tensor:
     scalars = torch.jit.annotate(List[Optional[number]], [])
@@ -116,7 +180,8 @@ def onednn_linear_works() -> bool:
         return False
 
 
-ONE_ROW_LAYOUT_ENV = "COSYVOICE_STOCK_ONE_ROW_LAYOUT"  # "packed" or "row-major": instead of the CPU's vendor
+ONE_ROW_LAYOUT_ENV = "COSYVOICE_STOCK_ONE_ROW_LAYOUT"  # "row-blocks", "packed" or "row-major": not by vendor
+ONE_ROW_LAYOUTS = ("row-blocks", "packed", "row-major")
 
 
 def cpu_vendor() -> str:
@@ -131,23 +196,37 @@ def cpu_vendor() -> str:
     return ""
 
 
-def packed_wins_one_row() -> bool:
-    """Whether float32 one-row products (a stock decoding step) run faster on oneDNN's packed layout
-    (`PackedLinear`) than through torch's plain row-major product (MKL's GEMV) on this CPU, or as
-    COSYVOICE_STOCK_ONE_ROW_LAYOUT says. Measured in the engine on a v3 stock decode step (issue 26, 2 threads):
-    on an Intel CPU with AMX row-major took 0.81-0.85x packed's time (sixth pass); on an AMD Zen 4 packed took
-    0.65-0.79x row-major's (83-95 against 113-147 ms a step, eighth pass). So row-major on Intel CPUs, packed
-    elsewhere. A load-time probe on the model's first ~192 MiB of linears was tried: on the AMD machine it called
-    the two even or row-major faster in about half of its runs, while the whole step was always faster packed."""
+def one_row_layout() -> str:
+    """Which layout streams float32 one-row products (a stock decoding step) fastest on this CPU, one of
+    `ONE_ROW_LAYOUTS`, or what COSYVOICE_STOCK_ONE_ROW_LAYOUT says (a packed layout needs oneDNN: without it,
+    row-major). Measured on stock decode steps' linears (issue 26, 2 threads): on an Intel CPU with AMX, torch's
+    plain product on row-major weights (MKL's GEMV) took 0.81-0.85x oneDNN packed's time (sixth pass); on an AMD
+    Zen 4, where MKL's GEMV runs on one thread, packed took 0.65-0.79x row-major's (eighth pass) and row blocks
+    0.66-0.85x packed's (ninth pass: v3's 121 linears 53 against 67 ms, v1's 57 24 against 36 ms, medians of 12
+    alternating passes). Row blocks were not measured on an Intel CPU, so Intel keeps row-major. A load-time
+    timing probe was tried in the eighth pass: on the shared AMD machine it picked the slower layout in about
+    half of its runs."""
     forced = os.environ.get(ONE_ROW_LAYOUT_ENV, "").strip().lower()
-    if forced in ("packed", "row-major"):
-        return forced == "packed"
-    return onednn_linear_works() and cpu_vendor() != "GenuineIntel"
+    if forced in ONE_ROW_LAYOUTS:
+        return "row-major" if forced == "packed" and not onednn_linear_works() else forced
+    return "row-major" if cpu_vendor() == "GenuineIntel" else "row-blocks"
+
+
+def row_blocks_linears(module: nn.Module, skip: tuple[str, ...] = (), blocks: int = ROW_BLOCKS) -> int:
+    """Replace the `nn.Linear`s under `module` (except the child names in `skip`) by `RowBlocksLinear`s, in
+    place. Returns how many were replaced."""
+    targets = _linears(module, skip)
+    for name, linear in targets:
+        parent_name, _, child = name.rpartition(".")
+        setattr(module.get_submodule(parent_name) if parent_name else module, child, RowBlocksLinear(linear, blocks))
+    return len(targets)
 
 
 def pack_linears(module: nn.Module, skip: tuple[str, ...] = ()) -> int:
     """Replace the `nn.Linear`s under `module` (except the child names in `skip`) by `PackedLinear`s,
-    in place. Returns how many were replaced."""
+    in place, `RowBlocksLinear`s too (one layer at a time: its blocks are freed as its packed copy is made).
+    Returns how many were replaced."""
+    unpack_linears(module, (RowBlocksLinear,))
     targets = _linears(module, skip)
     for name, linear in targets:
         parent_name, _, child = name.rpartition(".")
@@ -156,10 +235,12 @@ def pack_linears(module: nn.Module, skip: tuple[str, ...] = ()) -> int:
     return len(targets)
 
 
-def unpack_linears(module: nn.Module) -> int:
-    """Replace every `PackedLinear` under `module` by the plain `nn.Linear` it was packed from, in place (for a
-    copy that is to be converted further: int8, bf16); returns how many."""
-    targets = [(name, m) for name, m in module.named_modules() if isinstance(m, PackedLinear)]
+def unpack_linears(module: nn.Module, layouts: tuple[type, ...] = ()) -> int:
+    """Replace every `PackedLinear` and `RowBlocksLinear` under `module` (or only those of `layouts`) by the plain
+    `nn.Linear` it was made from, in place (for a copy that is to be converted further: int8, bf16); returns how
+    many."""
+    layouts = layouts or (PackedLinear, RowBlocksLinear)
+    targets = [(name, m) for name, m in module.named_modules() if isinstance(m, layouts)]
     for name, packed in targets:
         parent_name, _, child = name.rpartition(".")
         setattr(module.get_submodule(parent_name) if parent_name else module, child, packed.to_linear())

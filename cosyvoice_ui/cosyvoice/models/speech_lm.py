@@ -24,7 +24,7 @@ import torch
 from torch import nn
 
 from .linears import (PackedLinear, column_major_linears, own_linear_weights, pack_linears, quantize_linears_int4,
-                      quantize_linears_int8)
+                      quantize_linears_int8, row_blocks_linears)
 from .sampling import Sampler
 from .step_graph import record_rows, record_step
 
@@ -97,6 +97,11 @@ class SpeechTokenLM(nn.Module):
         """Every linear weight as a private row-major copy (`own_linear_weights`); returns how many."""
         self.drop_decode_step()
         return own_linear_weights(self, skip=self.KEEP_LINEARS)
+
+    def row_blocks_linears(self) -> int:
+        """Every linear as a `RowBlocksLinear` (one-row steps on every thread); returns how many."""
+        self.drop_decode_step()
+        return row_blocks_linears(self, skip=self.KEEP_LINEARS)
 
     def has_packed_linears(self) -> bool:
         """True when `pack_linears` has run."""
