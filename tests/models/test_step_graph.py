@@ -184,3 +184,44 @@ def test_steps_of_several_rows_take_their_graph_with_the_eager_numbers(v3_lm, gr
     assert graph_calls == [2, 2, 2, 3, 3, 3]
     _rows(lm, graph=True, n=4)  # no graph of 4 rows: the eager rows, no graph call
     assert graph_calls == [2, 2, 2, 3, 3, 3]
+
+
+@pytest.fixture(scope="module", params=["stock", "fast", "extra-fast"])
+def v1_lm(request, tiny_base: Path):
+    return load_engine(tiny_base, device="cpu", precision=request.param)
+
+
+def test_v1_records_its_step_with_the_eager_numbers_bit_for_bit(v1_lm, graph_calls: list[int]) -> None:
+    assert v1_lm.precision.llm_step == "recorded graph" and v1_lm.llm.has_decode_step()
+    recorded, lengths = _steps(v1_lm.llm, graph=True, reserve=8)  # the cache grows past 8 under the graph
+    assert graph_calls == [1] * 6
+    eager, eager_lengths = _steps(v1_lm.llm, graph=False, reserve=8)
+    assert graph_calls == [1] * 6
+    assert torch.equal(recorded, eager)
+    assert lengths == eager_lengths == [6, 7, 8, 9, 10, 11]
+
+
+def test_v1_steps_match_a_full_causal_pass(tiny_base: Path) -> None:
+    """In stock, a prefill then one-position steps (recorded) give what one causal pass over every position gives
+    (int8 quantises each call's activations over that call's own range, so fast differs by design)."""
+    engine = load_engine(tiny_base, device="cpu", precision="stock")
+    lm = engine.llm
+    assert lm.has_decode_step()
+    d = lm.speech_embedding.weight.size(1)
+    xs = torch.randn(1, 9, d, generator=torch.Generator().manual_seed(3))
+    with torch.inference_mode():
+        full = lm.llm(xs)
+        cache = lm.llm.new_cache(reserve=4)
+        outs = [lm.llm.forward_step(xs[:, :5], cache)] + [lm.llm.forward_step(xs[:, i:i + 1], cache)
+                                                           for i in range(5, 9)]
+    torch.testing.assert_close(torch.cat(outs, dim=1), full, atol=1e-5, rtol=1e-5)
+
+
+def test_a_v1_relayout_drops_its_step(tiny_base: Path) -> None:
+    engine = load_engine(tiny_base, device="cpu", precision="stock")
+    assert engine.llm.has_decode_step()
+    engine.llm.quantize_int8()
+    assert not engine.llm.has_decode_step()
+    assert engine.llm.record_decode_step() and engine.llm.has_decode_step()
+    copied = copy.deepcopy(engine.llm)
+    assert not copied.has_decode_step()  # a copy's layers are other tensors: no graph

@@ -1,4 +1,5 @@
-"""A Qwen2 backbone's decoding steps as recorded graphs: the same ops, without Python between them.
+"""A Qwen2 backbone's (and v1's LLM encoder's) decoding steps as recorded graphs: the same ops, without Python
+between them.
 
 Why: a v2/v3 decode step is ~1,000 small ops around 121 linears. In eager mode the module calls and Python
 between those ops cost about a quarter of a fast step on a 2-core CPU (issue 26: 30-36 ms eager against 21-25 ms
@@ -28,6 +29,7 @@ import torch
 from torch import nn
 
 from .qwen2 import Qwen2Encoder, Qwen2Model
+from .transformer import Encoder
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +47,18 @@ class _StepRows(nn.Module):
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, keys: list[torch.Tensor],
                 values: list[torch.Tensor]) -> torch.Tensor:
         return self.model.step_rows(x, cos, sin, keys, values)
+
+
+class _EncoderStep(nn.Module):
+    """A v1 `Encoder.step_rows` as a module's forward."""
+
+    def __init__(self, encoder: Encoder) -> None:
+        super().__init__()
+        self.encoder = encoder
+
+    def forward(self, x: torch.Tensor, pos: list[torch.Tensor], keys: list[torch.Tensor],
+                values: list[torch.Tensor]) -> torch.Tensor:
+        return self.encoder.step_rows(x, pos, keys, values)
 
 
 class StepGraph:
@@ -70,14 +84,33 @@ class StepGraph:
         keys = [torch.zeros(1, layer.self_attn.n_kv, length + 1, layer.self_attn.head_dim, dtype=dtype)
                 for layer in model.layers for _ in range(rows)]
         values = [torch.zeros_like(k) for k in keys]
+        return cls._trace(_StepRows(model), (x, cos, sin, keys, values), dtype, rows)
+
+    @classmethod
+    def record_encoder(cls, encoder: Encoder) -> StepGraph | None:
+        """Trace a v1 encoder's `step_rows` (one position of one decode, relative positions) on a CPU; None where
+        tracing fails or there is nothing to record."""
+        dtype = encoder.after_norm.weight.dtype
+        if not len(encoder.encoders) or encoder.after_norm.weight.device.type != "cpu":
+            return None
+        length = 4  # any: only the key length varies between calls
+        x = torch.zeros(1, 1, encoder.cfg.input_size, dtype=dtype)
+        heads = [(layer.self_attn.h, layer.self_attn.d_k) for layer in encoder.encoders]
+        pos = [torch.zeros(h, length + 1, d, dtype=dtype) for h, d in heads]
+        keys = [torch.zeros(1, h, length + 1, d, dtype=dtype) for h, d in heads]
+        values = [torch.zeros_like(k) for k in keys]
+        return cls._trace(_EncoderStep(encoder), (x, pos, keys, values), dtype, 1)
+
+    @classmethod
+    def _trace(cls, step: nn.Module, example: tuple, dtype: torch.dtype, rows: int) -> StepGraph | None:
         try:
             with warnings.catch_warnings(), torch.inference_mode():
                 # TorchScript warns that it is in maintenance mode, and that a one-row layer's branch on its row
                 # count is recorded as taken: that is what a graph per row count is for.
                 warnings.simplefilter("ignore")
-                graph = torch.jit.trace(_StepRows(model), (x, cos, sin, keys, values), check_trace=False)
+                graph = torch.jit.trace(step, example, check_trace=False)
                 for _ in range(WARM_UP_CALLS):  # the executor's profiling runs, here rather than in a first request
-                    graph(x, cos, sin, keys, values)
+                    graph(*example)
         except (RuntimeError, TypeError, ValueError) as exc:  # an exotic layer: decode eagerly
             log.warning("the decode step could not be recorded (%s); decoding eagerly", exc)
             return None
@@ -89,9 +122,8 @@ class StepGraph:
         return (xs.size(0) == self.rows and xs.size(1) == 1 and xs.dtype == self.dtype
                 and not torch.is_grad_enabled())
 
-    def __call__(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, keys: list[torch.Tensor],
-                 values: list[torch.Tensor]) -> torch.Tensor:
-        return self.graph(x, cos, sin, keys, values)
+    def __call__(self, *args: torch.Tensor | list[torch.Tensor]) -> torch.Tensor:
+        return self.graph(*args)
 
     def __deepcopy__(self, memo: dict) -> None:
         return None
@@ -101,11 +133,14 @@ class StepGraph:
 
 
 def record_step(encoder: object) -> bool:
-    """Record `encoder`'s one-row decoding step where it is a Qwen2 backbone on a CPU (`Qwen2Encoder.forward_step`
-    then takes it); True when it now does. Call it after the weights' last re-layout."""
-    if not isinstance(encoder, Qwen2Encoder):
+    """Record `encoder`'s one-row decoding step where it is a Qwen2 backbone or a v1 `Encoder` on a CPU (its
+    `forward_step` then takes it); True when it now does. Call it after the weights' last re-layout."""
+    if isinstance(encoder, Encoder):
+        graph = StepGraph.record_encoder(encoder)
+    elif isinstance(encoder, Qwen2Encoder):
+        graph = StepGraph.record(encoder.model.model)
+    else:
         return False
-    graph = StepGraph.record(encoder.model.model)
     if graph is None:
         encoder.step_graphs.pop(1, None)
         return False

@@ -146,6 +146,20 @@ class RelPositionMultiHeadedAttention(nn.Module):
             out = self._attend(q_u, k, v, self._rel_shift(position, t_k), mask)
         return self.linear_out(out.transpose(1, 2).reshape(x.size(0), t_q, self.h * self.d_k))
 
+    def step(self, x: torch.Tensor, pos: torch.Tensor, keys: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+        """One new position of one decode: x [1, 1, D]; pos [H, K, Dk] (`RelPositionProjections.get(layer, K,
+        1)`); keys/values [1, H, K, Dk]: the cached positions plus the new one (`KVCache.views_with_next`), whose
+        last slot this fills. The ops `forward` runs for one query after `KVCache.append`, so the same numbers;
+        tensors in and out only, for `torch.jit.trace` (step_graph.py)."""
+        q, k, v = self._project_qkv(x)
+        keys[:, :, -1:] = k
+        values[:, :, -1:] = v
+        q_u = q + self.pos_bias_u.unsqueeze(1)
+        q_v = q + self.pos_bias_v.unsqueeze(1)
+        position = torch.matmul(q_v, pos.transpose(-2, -1))  # [1, H, 1, K]
+        out = F.scaled_dot_product_attention(q_u, keys, values, attn_mask=position / math.sqrt(self.d_k))
+        return self.linear_out(out.transpose(1, 2).reshape(1, 1, self.h * self.d_k))
+
     @staticmethod
     def _rel_shift(position: torch.Tensor, t_k: int) -> torch.Tensor:
         """[B, H, T, T+K-1] scores by relative distance → [B, H, T, K] scores by key.
@@ -211,6 +225,12 @@ class EncoderLayer(nn.Module):
         x = x + self.self_attn(norm_attn(x), mask, pos, cache)
         return x + self.feed_forward(norm_ff(x))
 
+    def step(self, x: torch.Tensor, pos: torch.Tensor, keys: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+        """`forward` for one new position of one decode (`RelPositionMultiHeadedAttention.step`'s arguments)."""
+        norm_attn, norm_ff = (self.norm_mha, self.norm_ff) if self._conformer else (self.norm1, self.norm2)
+        x = x + self.self_attn.step(norm_attn(x), pos, keys, values)
+        return x + self.feed_forward(norm_ff(x))
+
 
 class LinearInput(nn.Module):
     """`input_layer: linear` (Linear + LayerNorm) or `linear_legacy` (Linear + LayerNorm + ReLU).
@@ -258,6 +278,9 @@ class Encoder(nn.Module):
         self.encoders = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.num_blocks))
         self.after_norm = nn.LayerNorm(cfg.output_size, eps=1e-5)
         self.pos_table = EspnetRelPositionTable(cfg.output_size)
+        # The recorded one-position decoding step (step_graph.py sets it under the key 1, as a Qwen2 backbone's
+        # table). It holds the layers as recorded, so a re-layout drops it (`drop_step`).
+        self.step_graphs: dict = {}
 
     @property
     def causal(self) -> bool:
@@ -282,7 +305,14 @@ class Encoder(nn.Module):
     def fuse_qkv(self) -> int:
         """Fuse every layer's q/k/v projections (`RelPositionMultiHeadedAttention.fuse_qkv`); returns how
         many layers were fused now (0 when already done)."""
-        return sum(layer.self_attn.fuse_qkv() for layer in self.encoders)
+        fused = sum(layer.self_attn.fuse_qkv() for layer in self.encoders)
+        if fused:
+            self.drop_step()
+        return fused
+
+    def drop_step(self) -> None:
+        """Forget the recorded step (the layers are about to change); steps run eagerly until recorded again."""
+        self.step_graphs = {}
 
     def new_cache(self, reserve: int = 0) -> DecodeCache:
         """The caches of one decode through this encoder, sized for `reserve` positions (they grow if outgrown)."""
@@ -297,6 +327,15 @@ class Encoder(nn.Module):
         t_new = xs.size(1)
         t_old = cache.length
         t_k = t_old + t_new
+        if t_new == 1 and t_old > 0:  # one position after the prefill: `step_rows`, recorded where it was
+            views = [layer.views_with_next() for layer in cache.layers]
+            pos = [cache.positions.get(i, t_k, 1) for i in range(len(self.encoders))]
+            graph = self.step_graphs.get(1)
+            step = graph if graph is not None and graph.usable(xs) else self.step_rows
+            out = step(xs, pos, [k for k, _ in views], [v for _, v in views])
+            for layer in cache.layers:
+                layer.advance()
+            return out
         if t_new == 1:
             mask = None  # a single new query may attend to every key: nothing to mask
         else:
@@ -307,4 +346,14 @@ class Encoder(nn.Module):
         x = self.embed(xs)
         for i, layer in enumerate(self.encoders):
             x = layer(x, mask, cache.positions.get(i, t_k, t_new), cache.layers[i])
+        return self.after_norm(x)
+
+    def step_rows(self, xs: torch.Tensor, pos: list[torch.Tensor], keys: list[torch.Tensor],
+                  values: list[torch.Tensor]) -> torch.Tensor:
+        """One new position of one decode, xs [1, 1, input_size] → [1, 1, D]: the input layer, every layer's
+        `step` (per layer its projected positions and its key/value views with the new slot, which it fills) and
+        the output norm. What step_graph.py records; `forward_step` prepares the arguments and advances the cache."""
+        x = self.embed(xs)
+        for i, layer in enumerate(self.encoders):
+            x = layer.step(x, pos[i], keys[i], values[i])
         return self.after_norm(x)
