@@ -226,7 +226,7 @@ def llm_rows_precision(llm: TransformerLM, precision: str, device: str, fast: Fa
 
 def llm_step_precision(llm: TransformerLM, device: str) -> dict:
     """Last of the LLM's transforms, in every precision: its one-row decoding step recorded as a graph where the
-    backbone can (v2/v3 on a CPU; `step_graph.py`). The same numbers as the eager step, and 0.65-0.8x its time
+    backbone can (every family on a CPU; `step_graph.py`). The same numbers as the eager step, and 0.65-0.8x its time
     (issue 26, v3 int8, 2 threads). Returns the record fields it sets. `COSYVOICE_STEP_GRAPH=0` turns it off."""
     if device != "cpu" or os.environ.get(STEP_GRAPH_ENV, "1") == "0":
         return {}

@@ -14,6 +14,10 @@ cached positions plus the new slot (`KVCache.views_with_next`), which it fills. 
 those and advances the caches, with or without a graph. Only the key lengths vary between calls; the row count
 and the activation dtype are fixed at recording.
 
+v1's LLM (`transformer.Encoder`, relative positions, ~400 small ops a step) records its `step_rows` the same way,
+for one row only (v1 never batches): the input layer, per layer its projected relative positions
+(`RelPositionProjections.get`) and its key/value views with the new slot, and the output norm.
+
 Not here: prefills (many positions a call, where Python is a small share; they run eagerly), CUDA
 (benchmarks/gpu_v3.py has a static cache and CUDA graphs there). A graph holds the layers as they were when it was
 recorded, so whatever re-lays the weights drops it first (`SpeechTokenLM`'s layout methods do) and records again
