@@ -50,7 +50,8 @@ from torch.ao.nn.quantized.dynamic import Linear as DynamicQuantLinear  # noqa: 
 
 from cosyvoice_ui.cosyvoice.engine import load_engine  # noqa: E402
 from cosyvoice_ui.cosyvoice.families import V1, V2, V3, VARIANT_FILE  # noqa: E402
-from cosyvoice_ui.cosyvoice.models.linears import Int4Linear, Int8RowsOnOneDNN, PackedLinear, RowBlocksLinear  # noqa: E402
+from cosyvoice_ui.cosyvoice.models.linears import (Int4Linear, Int8RowsOnOneDNN, PackedLinear,  # noqa: E402
+                                                   RowBlocksLinear)
 from cosyvoice_ui.cosyvoice.precision import PRECISIONS, settings_for  # noqa: E402
 from cosyvoice_ui.testing.signals import voice_clip  # noqa: E402
 

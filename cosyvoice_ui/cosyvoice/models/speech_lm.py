@@ -124,9 +124,9 @@ class SpeechTokenLM(nn.Module):
         return quantize_linears_int4(self, skip=self.KEEP_LINEARS)
 
     def record_decode_step(self) -> bool:
-        """Record the backbone's one-row decoding step as a graph where it can (v2/v3's Qwen2 and v1's encoder on a CPU:
-        `step_graph.py`; same numbers, less Python a step); True when decoding now takes it. Call it after the
-        last re-layout of the weights (a layout method drops it)."""
+        """Record the backbone's one-row decoding step as a graph where it can (v2/v3's Qwen2 and v1's encoder on
+        a CPU: `step_graph.py`; same numbers, less Python a step); True when decoding now takes it. Call it after
+        the last re-layout of the weights (a layout method drops it)."""
         return record_step(self.llm)
 
     def record_decode_rows(self, width: int) -> int:

@@ -66,10 +66,10 @@ class _EncoderStep(nn.Module):
 
 
 class StepGraph:
-    """A recorded `step_rows` of one `Qwen2Model` for a fixed row count (see the module docstring), called as
-    `step_rows` is. Not an `nn.Module` attribute of the backbone on purpose: it shares the layers' tensors and
-    must not add to its modules or state dict. A copy of the backbone (`copy.deepcopy`, pickling) gets no graph:
-    the copy's layers are other tensors."""
+    """A recorded `step_rows` of one `Qwen2Model` (or v1 `Encoder`) for a fixed row count (see the module
+    docstring), called as `step_rows` is. Not an `nn.Module` attribute of the backbone on purpose: it shares the
+    layers' tensors and must not add to its modules or state dict. A copy of the backbone (`copy.deepcopy`,
+    pickling) gets no graph: the copy's layers are other tensors."""
 
     def __init__(self, graph: torch.jit.ScriptModule, dtype: torch.dtype, rows: int) -> None:
         self.graph = graph
