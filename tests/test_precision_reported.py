@@ -32,7 +32,7 @@ def test_health_and_models_report_the_precision_in_effect(tiny_sft: Path, tmp_pa
 
     # where the prefills run: oneDNN where the CPU has AMX (and the owner did not turn it off), else nowhere else
     assert health["llm_rows"].startswith("oneDNN int8") if int8_matrix_units() else health["llm_rows"] == ""
-    assert health["llm_step"] == ""  # v1's backbone decodes eagerly: only v2/v3's Qwen2 steps are recorded
+    assert health["llm_step"] == "recorded graph"  # every family's one-row decoding step is recorded on a CPU
 
 
 def radio_value(client: TestClient, key: str) -> object:
