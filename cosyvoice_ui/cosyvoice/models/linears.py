@@ -11,7 +11,7 @@ which of its linears; `precision.py` decides when).
   one-row product is torch's batched product, one GEMV per block spread over every intra-op thread. On an AMD
   Zen 4 MKL's plain GEMV runs on one thread whatever the thread count, and oneDNN's packed kernel streams a
   single row slower than four: blocks took 0.66-0.85x packed's time for a decoding step's linears (issue 26,
-  ninth pass). Calls with more rows (a prefill) go to oneDNN on the same plain weight.
+  tenth pass). Calls with more rows (a prefill) go to oneDNN on the same plain weight.
 * column-major weights (Wᵀ contiguous), which MKL's GEMV streams ~1.3x faster than row-major, where
   oneDNN is unavailable; same values, shapes and state-dict keys.
 * int8 dynamic quantisation (per-channel int8 weights, activations quantised per call): a quarter of
@@ -85,7 +85,7 @@ class PackedLinear(nn.Module):
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
 
 
-ROW_BLOCKS = 8  # 4, 8 and 16 blocks streamed alike at 2 threads (issue 26, ninth pass)
+ROW_BLOCKS = 8  # 4, 8 and 16 blocks streamed alike at 2 threads (issue 26, tenth pass)
 
 
 class RowBlocksLinear(nn.Module):
@@ -125,7 +125,7 @@ class RowBlocksLinear(nn.Module):
             return torch.ops.mkldnn._linear_pointwise(x.contiguous(), self.plain_weight(), self.bias, "none", [], "")
         blocks = self.weight_blocks.shape[0]
         # The column as a transposed row (strides (0, 1, in)): with strides (0, 1, 1) torch's batched product
-        # takes a slow path, 4-5x the time (issue 26, ninth pass).
+        # takes a slow path, 4-5x the time (issue 26, tenth pass).
         column = x.reshape(1, 1, self.in_features).transpose(1, 2).expand(blocks, self.in_features, 1)
         y = torch.bmm(self.weight_blocks, column).reshape(x.shape[:-1] + (-1,))[..., :self.out_features]
         return y if self.bias is None else y + self.bias
@@ -204,7 +204,7 @@ def one_row_layout() -> str:
     row-major). Measured on stock decode steps' linears (issue 26, 2 threads): on an Intel CPU with AMX, torch's
     plain product on row-major weights (MKL's GEMV) took 0.81-0.85x oneDNN packed's time (sixth pass); on an AMD
     Zen 4, where MKL's GEMV runs on one thread, packed took 0.65-0.79x row-major's (eighth pass) and row blocks
-    0.66-0.85x packed's (ninth pass: v3's 121 linears 53 against 67 ms, v1's 57 24 against 36 ms, medians of 12
+    0.66-0.85x packed's (tenth pass: v3's 121 linears 53 against 67 ms, v1's 57 24 against 36 ms, medians of 12
     alternating passes). Row blocks were not measured on an Intel CPU, so Intel keeps row-major. A load-time
     timing probe was tried in the eighth pass: on the shared AMD machine it picked the slower layout in about
     half of its runs."""
