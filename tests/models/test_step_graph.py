@@ -225,3 +225,23 @@ def test_a_v1_relayout_drops_its_step(tiny_base: Path) -> None:
     assert engine.llm.record_decode_step() and engine.llm.has_decode_step()
     copied = copy.deepcopy(engine.llm)
     assert not copied.has_decode_step()  # a copy's layers are other tensors: no graph
+
+
+def test_v1_recorded_step_serves_decodes_on_several_threads_at_once(tiny_base: Path, graph_calls: list[int]) -> None:
+    """v1 never batches, so concurrent requests decode on their own threads through the one recorded step."""
+    import threading
+
+    lm = load_engine(tiny_base, device="cpu", precision="stock").llm
+    alone, _ = _steps(lm, graph=True, reserve=8, n=12)
+    results: list[torch.Tensor | None] = [None] * 4
+
+    def decode(i: int) -> None:
+        results[i] = _steps(lm, graph=True, reserve=8, n=12)[0]
+
+    threads = [threading.Thread(target=decode, args=(i,)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert len(graph_calls) == 5 * 12  # every step of every thread took the graph
+    assert all(result is not None and torch.equal(result, alone) for result in results)
