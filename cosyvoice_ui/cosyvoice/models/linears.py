@@ -109,7 +109,6 @@ class RowBlocksLinear(nn.Module):
         self.register_buffer("weight_blocks", weight.view(blocks, padded // blocks, self.in_features),
                              persistent=False)
         self.register_buffer("bias", None if linear.bias is None else linear.bias.detach().clone(), persistent=False)
-        self.onednn_rows = onednn_linear_works()
 
     def plain_weight(self) -> torch.Tensor:
         """The plain [out_features, in_features] weight, a view of the blocks (no copy)."""
@@ -118,7 +117,7 @@ class RowBlocksLinear(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x [..., in_features] float32 → [..., out_features]."""
         if x.shape[:-1].numel() != 1:  # several rows: a GEMM, where blocks would not help (static under a trace)
-            if not self.onednn_rows:
+            if not onednn_linear_works():  # probed once per process
                 return nn.functional.linear(x, self.plain_weight(), self.bias)
             if torch.jit.is_tracing():  # a recorded step of several rows (step_graph.py): the same op, typed
                 return _traceable_packed_linear()(x.contiguous(), self.plain_weight(), self.bias)
@@ -204,8 +203,8 @@ def one_row_layout() -> str:
     row-major). Measured on stock decode steps' linears (issue 26, 2 threads): on an Intel CPU with AMX, torch's
     plain product on row-major weights (MKL's GEMV) took 0.81-0.85x oneDNN packed's time (sixth pass); on an AMD
     Zen 4, where MKL's GEMV runs on one thread, packed took 0.65-0.79x row-major's (eighth pass) and row blocks
-    0.66-0.85x packed's (tenth pass: v3's 121 linears 53 against 67 ms, v1's 57 24 against 36 ms, medians of 12
-    alternating passes). Row blocks were not measured on an Intel CPU, so Intel keeps row-major. A load-time
+    0.66-0.85x packed's (tenth pass: v3's 1.46 GB of linears 53 against 67 ms, v1's 0.72 GB 24 against 36 ms,
+    medians of 12 alternating passes). Row blocks were not measured on an Intel CPU, so Intel keeps row-major. A load-time
     timing probe was tried in the eighth pass: on the shared AMD machine it picked the slower layout in about
     half of its runs."""
     forced = os.environ.get(ONE_ROW_LAYOUT_ENV, "").strip().lower()
@@ -214,14 +213,20 @@ def one_row_layout() -> str:
     return "row-major" if cpu_vendor() == "GenuineIntel" else "row-blocks"
 
 
-def row_blocks_linears(module: nn.Module, skip: tuple[str, ...] = (), blocks: int = ROW_BLOCKS) -> int:
-    """Replace the `nn.Linear`s under `module` (except the child names in `skip`) by `RowBlocksLinear`s, in
-    place. Returns how many were replaced."""
+def _replace_linears(module: nn.Module, skip: tuple[str, ...], layout) -> int:
+    """Replace the `nn.Linear`s under `module` (except the child names in `skip`) by `layout(linear)`, in place;
+    returns how many."""
     targets = _linears(module, skip)
     for name, linear in targets:
         parent_name, _, child = name.rpartition(".")
-        setattr(module.get_submodule(parent_name) if parent_name else module, child, RowBlocksLinear(linear, blocks))
+        setattr(module.get_submodule(parent_name) if parent_name else module, child, layout(linear))
     return len(targets)
+
+
+def row_blocks_linears(module: nn.Module, skip: tuple[str, ...] = ()) -> int:
+    """Replace the `nn.Linear`s under `module` (except the child names in `skip`) by `RowBlocksLinear`s, in
+    place. Returns how many were replaced."""
+    return _replace_linears(module, skip, RowBlocksLinear)
 
 
 def pack_linears(module: nn.Module, skip: tuple[str, ...] = ()) -> int:
@@ -229,12 +234,7 @@ def pack_linears(module: nn.Module, skip: tuple[str, ...] = ()) -> int:
     in place, `RowBlocksLinear`s too (one layer at a time: its blocks are freed as its packed copy is made).
     Returns how many were replaced."""
     unpack_linears(module, (RowBlocksLinear,))
-    targets = _linears(module, skip)
-    for name, linear in targets:
-        parent_name, _, child = name.rpartition(".")
-        parent = module.get_submodule(parent_name) if parent_name else module
-        setattr(parent, child, PackedLinear(linear))
-    return len(targets)
+    return _replace_linears(module, skip, PackedLinear)
 
 
 def unpack_linears(module: nn.Module, layouts: tuple[type, ...] = ()) -> int:

@@ -134,17 +134,7 @@ class RelPositionMultiHeadedAttention(nn.Module):
         n_rel = t_k + t_q - 1
         p = pos[:, :n_rel]
         assert p.size(1) == n_rel, f"position table has {p.size(1)} rows, {n_rel} needed"
-        q_u = q + self.pos_bias_u.unsqueeze(1)
-        q_v = q + self.pos_bias_v.unsqueeze(1)
-        position = torch.matmul(q_v, p.transpose(-2, -1))  # [B, H, T, n_rel]
-        if t_q == 1 and mask is None:
-            # One decoding step: the position term is an additive score bias, so the fused attention
-            # kernel does content scores, softmax and the value sum in one call (fewer passes over the
-            # cached keys and values); same math, float rounding only.
-            out = F.scaled_dot_product_attention(q_u, k, v, attn_mask=position / math.sqrt(self.d_k))
-        else:
-            out = self._attend(q_u, k, v, self._rel_shift(position, t_k), mask)
-        return self.linear_out(out.transpose(1, 2).reshape(x.size(0), t_q, self.h * self.d_k))
+        return self._attend_and_project(q, k, v, p, mask)
 
     def step(self, x: torch.Tensor, pos: torch.Tensor, keys: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
         """One new position of one decode: x [1, 1, D]; pos [H, K, Dk] (`RelPositionProjections.get(layer, K,
@@ -154,11 +144,23 @@ class RelPositionMultiHeadedAttention(nn.Module):
         q, k, v = self._project_qkv(x)
         keys[:, :, -1:] = k
         values[:, :, -1:] = v
+        return self._attend_and_project(q, keys, values, pos, None)
+
+    def _attend_and_project(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, p: torch.Tensor,
+                            mask: torch.Tensor | None) -> torch.Tensor:
+        """q [B, H, T, Dk], every key/value [B, H, K, Dk], p [H, K+T-1, Dk] → output [B, T, D]."""
+        t_q, t_k = q.size(2), k.size(2)
         q_u = q + self.pos_bias_u.unsqueeze(1)
         q_v = q + self.pos_bias_v.unsqueeze(1)
-        position = torch.matmul(q_v, pos.transpose(-2, -1))  # [1, H, 1, K]
-        out = F.scaled_dot_product_attention(q_u, keys, values, attn_mask=position / math.sqrt(self.d_k))
-        return self.linear_out(out.transpose(1, 2).reshape(1, 1, self.h * self.d_k))
+        position = torch.matmul(q_v, p.transpose(-2, -1))  # [B, H, T, K+T-1]
+        if t_q == 1 and mask is None:
+            # One decoding step: the position term is an additive score bias, so the fused attention
+            # kernel does content scores, softmax and the value sum in one call (fewer passes over the
+            # cached keys and values); same math, float rounding only.
+            out = F.scaled_dot_product_attention(q_u, k, v, attn_mask=position / math.sqrt(self.d_k))
+        else:
+            out = self._attend(q_u, k, v, self._rel_shift(position, t_k), mask)
+        return self.linear_out(out.transpose(1, 2).reshape(q.size(0), t_q, self.h * self.d_k))
 
     @staticmethod
     def _rel_shift(position: torch.Tensor, t_k: int) -> torch.Tensor:
@@ -221,14 +223,16 @@ class EncoderLayer(nn.Module):
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None, pos: torch.Tensor,
                 cache: KVCache | None = None) -> torch.Tensor:
         """x [B, T, D] → [B, T, D]; mask, pos and cache as for `RelPositionMultiHeadedAttention.forward`."""
-        norm_attn, norm_ff = (self.norm_mha, self.norm_ff) if self._conformer else (self.norm1, self.norm2)
-        x = x + self.self_attn(norm_attn(x), mask, pos, cache)
-        return x + self.feed_forward(norm_ff(x))
+        return self._block(x, lambda h: self.self_attn(h, mask, pos, cache))
 
     def step(self, x: torch.Tensor, pos: torch.Tensor, keys: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
         """`forward` for one new position of one decode (`RelPositionMultiHeadedAttention.step`'s arguments)."""
+        return self._block(x, lambda h: self.self_attn.step(h, pos, keys, values))
+
+    def _block(self, x: torch.Tensor, attend) -> torch.Tensor:
+        """x + attend(norm(x)), then the feed-forward residual."""
         norm_attn, norm_ff = (self.norm_mha, self.norm_ff) if self._conformer else (self.norm1, self.norm2)
-        x = x + self.self_attn.step(norm_attn(x), pos, keys, values)
+        x = x + attend(norm_attn(x))
         return x + self.feed_forward(norm_ff(x))
 
 
