@@ -226,6 +226,30 @@ def test_shapes_batch_of_two() -> None:
     assert float(wave.abs().max()) <= 0.99 and float(wave.abs().max()) > 0
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_in_place_inference_gives_the_same_bits_and_leaves_inputs_alone(dtype: torch.dtype) -> None:
+    """Snake, ResBlock and the resblock average reuse their buffers when no gradient is wanted; the numbers must
+    be those of the plain expressions (kept for autograd), and the tensors a caller still holds unchanged."""
+    model = tiny_model()
+    model.set_conv_dtype(dtype)
+    mel = torch.randn(1, 80, 9, generator=torch.Generator().manual_seed(3))
+    source = model.source(model.predict_f0(mel).detach(), torch.Generator().manual_seed(4)).detach()
+    with torch.enable_grad():
+        plain = model.decode_to_spectrum(mel, source).detach()
+    with torch.inference_mode():
+        reused = model.decode_to_spectrum(mel, source)
+    assert torch.equal(plain, reused)
+    block, snake = model.resblocks[0], model.resblocks[0].activations1[0]
+    x = torch.randn(1, block.convs1[0].in_channels, 40, generator=torch.Generator().manual_seed(5)).to(dtype)
+    kept = x.clone()
+    with torch.enable_grad():
+        want_block, want_snake = block(x).detach(), snake(x).detach()
+    with torch.inference_mode():
+        got_block, got_snake = block(x), snake(x)
+    assert torch.equal(got_block, want_block) and torch.equal(got_snake, want_snake)
+    assert torch.equal(x, kept)
+
+
 def test_same_generator_seed_is_deterministic_and_seeds_differ() -> None:
     model = tiny_model()
     mel = torch.randn(1, 80, 6, generator=torch.Generator().manual_seed(0))

@@ -7,7 +7,7 @@ import torch
 
 from cosyvoice_ui.cosyvoice.config import EncoderConfig
 from cosyvoice_ui.cosyvoice.models.decode_cache import DecodeCache, KVCache, RelPositionProjections
-from cosyvoice_ui.cosyvoice.models.transformer import Encoder, RelPositionMultiHeadedAttention
+from cosyvoice_ui.cosyvoice.models.transformer import Encoder, EspnetRelPositionTable, RelPositionMultiHeadedAttention
 
 
 def _encoder(seed: int = 0) -> Encoder:
@@ -29,6 +29,19 @@ def test_kv_cache_appends_in_place_and_grows_past_its_capacity() -> None:
     k, v = cache.append(kc, vc)  # outgrew 3: regrown, contents kept
     assert k.shape == (1, 2, 7, 4) and cache.capacity >= 7
     assert torch.equal(k, torch.cat([ka, kb, kc], 2)) and torch.equal(v, torch.cat([va, vb, vc], 2))
+
+
+def test_sinusoid_table_starts_small_grows_on_demand_and_matches_upstreams_5000_rows() -> None:
+    cpu = torch.device("cpu")
+    upstream = EspnetRelPositionTable(64, initial_len=5000)  # upstream's precomputed size
+    table = EspnetRelPositionTable(64, initial_len=4)
+    assert table.max_len == 4
+    for key_len in (1, 3, 4, 5, 9, 700, 20):
+        got = table.vectors(key_len, cpu, torch.float32)
+        assert got.shape == (2 * key_len - 1, 64)
+        assert torch.equal(got, upstream.vectors(key_len, cpu, torch.float32)), key_len  # bit for bit
+    assert table.max_len == 700  # doubled (4 → 8 → 16) until a request outgrew the doubling
+    assert EspnetRelPositionTable(1024).max_len <= 256  # not upstream's 40 MB at D = 1024
 
 
 def test_position_table_grows_by_missing_rows_only() -> None:

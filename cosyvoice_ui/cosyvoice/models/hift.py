@@ -48,7 +48,12 @@ class Snake(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         alpha = self.alpha.view(1, -1, 1)
-        return x + (1.0 / (alpha + 1e-9)) * torch.sin(x * alpha).pow(2)
+        if torch.is_grad_enabled():
+            return x + (1.0 / (alpha + 1e-9)) * torch.sin(x * alpha).pow(2)
+        # The same operations in one buffer: at the last stage's 128 x 27k samples (v1, 5 s) each temporary is
+        # 14 MB and this is the process's memory peak. Products and sums commute exactly: same bits.
+        wave = (x * alpha).sin_().pow_(2)
+        return wave.mul_(1.0 / (alpha + 1e-9)).add_(x)
 
 
 class ResBlock(nn.Module):
@@ -70,8 +75,11 @@ class ResBlock(nn.Module):
         self.activations2 = nn.ModuleList(Snake(channels) for _ in dilations)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        for conv1, conv2, act1, act2 in zip(self.convs1, self.convs2, self.activations1, self.activations2):
-            x = x + conv2(act2(conv1(act1(x))))
+        for i, (conv1, conv2, act1, act2) in enumerate(zip(self.convs1, self.convs2, self.activations1,
+                                                            self.activations2)):
+            update = conv2(act2(conv1(act1(x))))
+            # After the first dilation x is this block's own sum: added into in place (the caller's x is kept).
+            x = x.add_(update) if i and not torch.is_grad_enabled() else x + update
         return x
 
 
@@ -226,10 +234,10 @@ class HiFTGenerator(nn.Module):
                 x = F.pad(x, (1, 0), mode="reflect")
             x = x + self.source_resblocks[i](self.source_downs[i](s_stft))
             blocks = self.resblocks[i * self.num_kernels:(i + 1) * self.num_kernels]
-            xs = blocks[0](x)
+            xs = blocks[0](x)  # a new tensor: the sums below go into it (x is read by every block)
             for block in blocks[1:]:
-                xs = xs + block(x)
-            x = xs / self.num_kernels
+                xs = xs.add_(block(x)) if not torch.is_grad_enabled() else xs + block(x)
+            x = xs.div_(self.num_kernels) if not torch.is_grad_enabled() else xs / self.num_kernels
         # Upstream uses the default LeakyReLU slope (0.01) here, not lrelu_slope; the weights expect it.
         return self.conv_post(F.leaky_relu(x)).float()
 

@@ -26,16 +26,18 @@ class EspnetRelPositionTable:
     """The sinusoidal vectors PE(r) for relative distances r = K-1 ... -(K-1), computed on demand.
 
     PE(r)[2i] = sin(r * w_i), PE(r)[2i+1] = cos(r * w_i), w_i = 10000^(-2i/D). Not a parameter:
-    upstream rebuilds it too, so it is not in the checkpoints.
+    upstream rebuilds it too, so it is not in the checkpoints. Upstream precomputes 5000 positions
+    (9999 rows: 40 MB at D = 1024, three such tables in v1, never freed); this one starts small and
+    doubles when a longer input asks, and a row's values do not depend on the table's size.
     """
 
-    def __init__(self, d_model: int, initial_len: int = 5000) -> None:
+    def __init__(self, d_model: int, initial_len: int = 256) -> None:
         self.d_model = d_model
-        self._table = torch.empty(0)
-        self._max_len = 0
-        self._extend(initial_len)
+        # (table, max_len) swapped as one object, so a reader on another thread never pairs a new length
+        # with an old table while one grows.
+        self._state = self._build(initial_len)
 
-    def _extend(self, max_len: int) -> None:
+    def _build(self, max_len: int) -> tuple[torch.Tensor, int]:
         # Rows cover r = max_len-1 ... -(max_len-1); row index = (max_len - 1) - r.
         r = torch.arange(max_len - 1, -max_len, -1, dtype=torch.float32).unsqueeze(1)
         div = torch.exp(torch.arange(0, self.d_model, 2, dtype=torch.float32) * -(math.log(10000.0) / self.d_model))
@@ -43,15 +45,20 @@ class EspnetRelPositionTable:
         # Upstream builds positive and negative halves separately as sin(±p*w), cos(±p*w).
         table[:, 0::2] = torch.sin(r * div)
         table[:, 1::2] = torch.cos(r * div)
-        self._table = table
-        self._max_len = max_len
+        return table, max_len
+
+    @property
+    def max_len(self) -> int:
+        """Key lengths up to this are served without growing the table."""
+        return self._state[1]
 
     def vectors(self, key_len: int, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
         """[2K-1, D]: PE(r) for r = K-1 down to -(K-1)."""
-        if key_len > self._max_len:
-            self._extend(max(key_len, 2 * self._max_len))
-        center = self._max_len - 1
-        return self._table[center - key_len + 1 : center + key_len].to(device=device, dtype=dtype)
+        table, max_len = self._state
+        if key_len > max_len:
+            table, max_len = self._state = self._build(max(key_len, 2 * max_len))
+        center = max_len - 1
+        return table[center - key_len + 1 : center + key_len].to(device=device, dtype=dtype)
 
 
 class RelPositionMultiHeadedAttention(nn.Module):
