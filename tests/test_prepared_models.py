@@ -54,6 +54,23 @@ def test_a_second_fast_load_reads_the_copy_and_speaks_identically(family, tiny_b
     assert np.array_equal(_audio(first), _audio(second))
 
 
+def test_position_tables_are_rebuilt_not_stored(tiny_base, tmp_path) -> None:
+    """v1's relative-position sinusoids are derived data: no copy holds them, and a module filled from its copy
+    computes them on first use (not left on the meta device it was laid out on)."""
+    from safetensors import safe_open
+
+    folder = _copy(tiny_base, tmp_path)
+    load_engine(folder, device="cpu", precision="fast")
+    for copy in (folder / FOLDER_NAME).glob("*.safetensors"):
+        with safe_open(str(copy), framework="pt") as handle:
+            assert not [k for k in handle.keys() if "pos_table" in k], copy.name
+    second = load_engine(folder, device="cpu", precision="fast")
+    assert second.info.precision.prepared == "read"
+    table = second.llm.llm.pos_table
+    assert not table.vectors(3, torch.device("cpu"), torch.float32).is_meta
+    assert np.isfinite(_audio(second)).all()
+
+
 def test_extra_fast_int4_layers_come_back_from_their_copy(tiny_v3, tmp_path) -> None:
     folder = _copy(tiny_v3, tmp_path)
     first = load_engine(folder, device="cpu", precision="extra-fast")

@@ -40,7 +40,7 @@ from ..files import atomic_path
 
 log = logging.getLogger(__name__)
 
-FORMAT = 2  # bump when what a copy holds changes (2: int8 weights per output channel)
+FORMAT = 3  # bump when what a copy holds changes (2: int8 weights per output channel; 3: no position tables)
 FOLDER_NAME = ".prepared"
 # The `FastSettings` fields that change tensors (the others, such as flow steps, act at run time).
 WEIGHT_FIELDS = ("int8_llm", "int4_llm", "bf16_estimator", "int8_estimator", "matmul_attention", "bf16_hift")

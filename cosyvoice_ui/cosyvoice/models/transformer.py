@@ -34,7 +34,8 @@ class EspnetRelPositionTable:
     def __init__(self, d_model: int, initial_len: int = 256) -> None:
         self.d_model = d_model
         # (table, max_len) swapped as one object, so a reader on another thread never pairs a new length
-        # with an old table while one grows.
+        # with an old table while one grows. Inside a tuple, the table is not a tensor attribute: a prepared
+        # copy (prepared.py) does not store what this rebuilds in microseconds.
         self._state = self._build(initial_len)
 
     def _build(self, max_len: int) -> tuple[torch.Tensor, int]:
@@ -55,8 +56,8 @@ class EspnetRelPositionTable:
     def vectors(self, key_len: int, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
         """[2K-1, D]: PE(r) for r = K-1 down to -(K-1)."""
         table, max_len = self._state
-        if key_len > max_len:
-            table, max_len = self._state = self._build(max(key_len, 2 * max_len))
+        if key_len > max_len or table.is_meta:  # meta: the module was built without values (prepared.py)
+            table, max_len = self._state = self._build(max_len if key_len <= max_len else max(key_len, 2 * max_len))
         center = max_len - 1
         return table[center - key_len + 1 : center + key_len].to(device=device, dtype=dtype)
 
