@@ -226,20 +226,24 @@ class HiFTGenerator(nn.Module):
     def _fuse_stages(self, x: torch.Tensor, s_stft: torch.Tensor) -> torch.Tensor:
         """conv_pre output [B, C, T] + source STFT [B, 2K, F] (in `decode_dtype`) → conv_post output
         [B, 2K, F] float32: the up-sampling stages with source fusion and resblock averaging."""
+        # Without autograd every tensor below but the caller's x is this method's own: activations and sums go
+        # into the buffers they read (same bits; the last stage's buffers are what HiFT adds to the peak).
+        reuse = not torch.is_grad_enabled()
         last = len(self.ups) - 1
         for i, up in enumerate(self.ups):
-            x = up(F.leaky_relu(x, self.cfg.lrelu_slope))
+            x = up(F.leaky_relu(x, self.cfg.lrelu_slope, inplace=reuse and i > 0))
             if i == last:
                 # The transposed convs give exactly N/hop frames; the centred STFT has one more.
                 x = F.pad(x, (1, 0), mode="reflect")
-            x = x + self.source_resblocks[i](self.source_downs[i](s_stft))
+            source = self.source_resblocks[i](self.source_downs[i](s_stft))
+            x = x.add_(source) if reuse else x + source
             blocks = self.resblocks[i * self.num_kernels:(i + 1) * self.num_kernels]
             xs = blocks[0](x)  # a new tensor: the sums below go into it (x is read by every block)
             for block in blocks[1:]:
-                xs = xs.add_(block(x)) if not torch.is_grad_enabled() else xs + block(x)
-            x = xs.div_(self.num_kernels) if not torch.is_grad_enabled() else xs / self.num_kernels
+                xs = xs.add_(block(x)) if reuse else xs + block(x)
+            x = xs.div_(self.num_kernels) if reuse else xs / self.num_kernels
         # Upstream uses the default LeakyReLU slope (0.01) here, not lrelu_slope; the weights expect it.
-        return self.conv_post(F.leaky_relu(x)).float()
+        return self.conv_post(F.leaky_relu(x, inplace=reuse)).float()
 
     def decode(self, mel: torch.Tensor, source: torch.Tensor) -> torch.Tensor:
         """mel: [B, 80, T], source: [B, 1, T*U] → wave [B, T*U], clamped to ±audio_limit."""
