@@ -92,6 +92,39 @@ def test_fused_qkv_attention_keeps_shapes_and_outputs() -> None:
     torch.testing.assert_close(after, before, atol=1e-6, rtol=1e-5)
 
 
+def _explicit_attention(attn: RelPositionMultiHeadedAttention, x: torch.Tensor, mask: torch.Tensor,
+                        pos: torch.Tensor) -> torch.Tensor:
+    """Upstream's form, written out: scores = (q_u·kᵀ + rel-shifted q_v·pᵀ) / sqrt(Dk), masked softmax, zeros for
+    a query that sees no key, then the value sum and the output projection."""
+    q, k, v = (attn._heads(lin(x)) for lin in (attn.linear_q, attn.linear_k, attn.linear_v))
+    position = attn._rel_shift(torch.matmul(q + attn.pos_bias_v.unsqueeze(1), pos.transpose(-2, -1)), k.size(2))
+    scores = (torch.matmul(q + attn.pos_bias_u.unsqueeze(1), k.transpose(-2, -1)) + position) / attn.d_k ** 0.5
+    keep = mask.unsqueeze(1)
+    weights = torch.softmax(scores.masked_fill(~keep, float("-inf")), dim=-1).masked_fill(~keep, 0.0)
+    out = torch.matmul(weights, v).transpose(1, 2).reshape(x.size(0), x.size(1), -1)
+    return attn.linear_out(out)
+
+
+def test_attention_with_the_bias_in_the_fused_kernel_matches_upstreams_form_and_keeps_keyless_rows_zero() -> None:
+    torch.manual_seed(6)
+    attn = RelPositionMultiHeadedAttention(4, 32).eval()
+    x = torch.randn(2, 7, 32)
+    pos = attn.project_positions(torch.randn(13, 32))
+    causal = torch.ones(2, 7, 7, dtype=torch.bool).tril()
+    padded = causal.clone()
+    padded[1, :, 5:] = False  # row 1's last two frames are padding: every query still sees a key
+    keyless = padded.clone()
+    keyless[1, 2] = False  # query 2 of row 1 sees no key at all
+    with torch.inference_mode():
+        for mask in (causal, padded):  # the fused kernel's path
+            torch.testing.assert_close(attn(x, mask, pos), _explicit_attention(attn, x, mask, pos),
+                                       atol=1e-6, rtol=1e-5)
+        out = attn(x, keyless, pos)  # upstream's explicit path, whose second fill gives zeros
+        assert torch.equal(out, _explicit_attention(attn, x, keyless, pos))
+        assert torch.equal(out[1, 2], attn.linear_out.bias)  # zero attention, then the projection's bias
+        assert torch.isfinite(out).all()
+
+
 def test_encoder_fuse_qkv_counts_its_layers_and_keeps_decoding() -> None:
     enc = _encoder(4)
     xs = torch.randn(1, 9, 16, generator=torch.Generator().manual_seed(5))
