@@ -191,8 +191,8 @@ class RelPositionMultiHeadedAttention(nn.Module):
         keep = None if mask is None else mask.unsqueeze(1)  # [B, 1, T, K]
         if keep is None or bool(keep.any(-1).all()):
             # Every query sees a key: the position term and the mask as one additive bias of the fused kernel
-            # (scores, softmax and the value sum in one pass: v1's prefill attention ~2x faster). Float rounding
-            # only: the content scores are scaled before the bias is added rather than after.
+            # (scores, softmax and the value sum in one pass: v1's whole prefill 0.86-0.90x in stock, issue 26).
+            # Float rounding only: the content scores are scaled before the bias is added.
             bias = position / math.sqrt(self.d_k)
             if keep is not None:
                 bias.masked_fill_(~keep, float("-inf"))
