@@ -161,13 +161,7 @@ class RelPositionMultiHeadedAttention(nn.Module):
         q_u = q + self.pos_bias_u.unsqueeze(1)
         q_v = q + self.pos_bias_v.unsqueeze(1)
         position = torch.matmul(q_v, p.transpose(-2, -1))  # [B, H, T, K+T-1]
-        if t_q == 1 and mask is None:
-            # One decoding step: the position term is an additive score bias, so the fused attention
-            # kernel does content scores, softmax and the value sum in one call (fewer passes over the
-            # cached keys and values); same math, float rounding only.
-            out = F.scaled_dot_product_attention(q_u, k, v, attn_mask=position / math.sqrt(self.d_k))
-        else:
-            out = self._attend(q_u, k, v, self._rel_shift(position, t_k), mask)
+        out = self._attend(q_u, k, v, self._rel_shift(position, t_k), mask)
         return self.linear_out(out.transpose(1, 2).reshape(q.size(0), t_q, self.h * self.d_k))
 
     @staticmethod
@@ -191,8 +185,9 @@ class RelPositionMultiHeadedAttention(nn.Module):
         keep = None if mask is None else mask.unsqueeze(1)  # [B, 1, T, K]
         if keep is None or bool(keep.any(-1).all()):
             # Every query sees a key: the position term and the mask as one additive bias of the fused kernel
-            # (scores, softmax and the value sum in one pass: v1's whole prefill 0.86-0.90x in stock, issue 26).
-            # Float rounding only: the content scores are scaled before the bias is added.
+            # (scores, softmax and the value sum in one pass, fewer passes over the cached keys and values: a
+            # decoding step's form, and v1's whole prefill 0.86-0.90x in stock, issue 26). Float rounding only:
+            # the content scores are scaled before the bias is added.
             bias = position / math.sqrt(self.d_k)
             if keep is not None:
                 bias.masked_fill_(~keep, float("-inf"))
