@@ -120,7 +120,8 @@ def test_attention_with_the_bias_in_the_fused_kernel_matches_upstreams_form_and_
             torch.testing.assert_close(attn(x, mask, pos), _explicit_attention(attn, x, mask, pos),
                                        atol=1e-6, rtol=1e-5)
         out = attn(x, keyless, pos)  # upstream's explicit path, whose second fill gives zeros
-        assert torch.equal(out, _explicit_attention(attn, x, keyless, pos))
+        # (Close, not equal: a causal mask's position product has only the K columns r >= 0.)
+        torch.testing.assert_close(out, _explicit_attention(attn, x, keyless, pos), atol=1e-6, rtol=1e-5)
         assert torch.equal(out[1, 2], attn.linear_out.bias)  # zero attention, then the projection's bias
         assert torch.isfinite(out).all()
 
@@ -136,3 +137,51 @@ def test_encoder_fuse_qkv_counts_its_layers_and_keeps_decoding() -> None:
                           [enc.forward_step(xs[:, i : i + 1], cache) for i in range(3, 9)], dim=1)
     assert steps.shape == full.shape == (1, 9, 32)
     torch.testing.assert_close(steps, full, atol=1e-5, rtol=1e-5)
+
+
+def test_one_query_step_matches_upstreams_written_out_form() -> None:
+    """A decoding step (one query, every key visible) takes its own two batched products; its numbers match
+    upstream's explicit form on the same cached keys, values and position rows."""
+    torch.manual_seed(7)
+    attn = RelPositionMultiHeadedAttention(4, 32).eval()
+    x = torch.randn(1, 9, 32)
+    pos = attn.project_positions(torch.randn(17, 32))  # r = 8 ... -8
+    with torch.inference_mode():
+        q, k, v = (attn._heads(lin(x)) for lin in (attn.linear_q, attn.linear_k, attn.linear_v))
+        keys, values = torch.zeros(1, 4, 12, 8), torch.zeros(1, 4, 12, 8)  # a cache with spare slots (strided views)
+        keys[:, :, :9], values[:, :, :9] = k, v
+        step = attn._attend_and_project(q[:, :, -1:], keys[:, :, :9], values[:, :, :9], pos[:, :9], None)
+        everything = torch.ones(1, 9, 9, dtype=torch.bool)
+        expected = _explicit_attention(attn, x, everything, pos)[:, -1:]  # the last query, as a full pass sees it
+    assert step.shape == (1, 1, 32)
+    torch.testing.assert_close(step, expected, atol=1e-6, rtol=1e-5)
+    # Not the general path's bias form by accident: a wrong position row changes the answer.
+    with torch.inference_mode():
+        shifted = attn._attend_and_project(q[:, :, -1:], keys[:, :, :9], values[:, :, :9], pos[:, 1:10], None)
+    assert not torch.allclose(shifted, expected, atol=1e-4)
+
+
+def test_a_causal_mask_needs_only_the_non_negative_distances() -> None:
+    """Under a causal mask (a prefill, a causal full pass) the position products cover r = K-1 ... 0 only, and
+    the answer is upstream's; any other mask still asks for every distance it may see."""
+    torch.manual_seed(8)
+    attn = RelPositionMultiHeadedAttention(4, 32).eval()
+    x = torch.randn(2, 7, 32)
+    pos = attn.project_positions(torch.randn(13, 32))  # r = 6 ... -6
+    causal = torch.ones(2, 7, 7, dtype=torch.bool).tril()
+    padded = causal.clone()
+    padded[1, :, 5:] = False  # padding on top of causality: still no later key visible
+    with torch.inference_mode():
+        for mask in (causal, padded):
+            expected = _explicit_attention(attn, x, mask, pos)
+            torch.testing.assert_close(attn(x, mask, pos[:, :7]), expected, atol=1e-6, rtol=1e-5)  # r >= 0 only
+            torch.testing.assert_close(attn(x, mask, pos), expected, atol=1e-6, rtol=1e-5)  # extra rows unread
+        assert RelPositionMultiHeadedAttention._is_causal(causal, 7, 7)
+        assert not RelPositionMultiHeadedAttention._is_causal(torch.ones(1, 7, 7, dtype=torch.bool), 7, 7)
+        assert not RelPositionMultiHeadedAttention._is_causal(None, 7, 7)
+        try:  # a full mask with only the non-negative half: refused, not answered wrongly
+            attn(x, torch.ones(2, 7, 7, dtype=torch.bool), pos[:, :7])
+        except AssertionError as e:
+            assert "13 needed" in str(e)
+        else:
+            raise AssertionError("a full mask ran on half the position rows")
