@@ -265,12 +265,6 @@ class EncoderLayer(nn.Module):
         """x [B, T, D] → [B, T, D]; mask, pos and cache as for `RelPositionMultiHeadedAttention.forward`."""
         return self._block(x, lambda h: self.self_attn(h, mask, pos, cache))
 
-    @staticmethod
-    def _is_causal(mask: torch.Tensor | None, t_q: int, t_k: int) -> bool:
-        """True when several queries come with a mask that hides every key after each query's own position
-        (r < 0): then their position products need only r >= 0, half the rows of a prefill's (issue 26)."""
-        return mask is not None and t_q > 1 and not bool(mask.triu(t_k - t_q + 1).any())
-
     def step(self, x: torch.Tensor, pos: torch.Tensor, keys: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
         """`forward` for one new position of one decode (`RelPositionMultiHeadedAttention.step`'s arguments)."""
         return self._block(x, lambda h: self.self_attn.step(h, pos, keys, values))
