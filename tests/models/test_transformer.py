@@ -182,3 +182,16 @@ def test_a_causal_mask_needs_only_the_non_negative_distances() -> None:
         assert not RelPositionMultiHeadedAttention._is_causal(None, 7, 7)
         with pytest.raises(AssertionError, match="13 needed"):  # a full mask on half the rows: refused
             attn(x, torch.ones(2, 7, 7, dtype=torch.bool), pos[:, :7])
+
+
+def test_causal_prefills_project_only_the_non_negative_distances() -> None:
+    """A decode's prefill and a causal full pass project r = T-1 ... 0 (T rows per layer), not all 2T-1."""
+    enc = _encoder(9)
+    projected: list[int] = []
+    enc.encoders[0].self_attn.linear_pos.register_forward_hook(lambda m, args, out: projected.append(args[0].size(0)))
+    xs = torch.randn(1, 5, 16, generator=torch.Generator().manual_seed(10))
+    with torch.inference_mode():
+        enc.forward_step(xs, DecodeCache(enc))
+        assert projected == [5]
+        enc(xs)
+    assert projected == [5, 5]

@@ -181,9 +181,9 @@ class RelPositionMultiHeadedAttention(nn.Module):
         (r = K-1 ... 0, already key j's row: no shift) → [1, H, 1, Dk].
 
         Each score product is a batched matrix-times-column over the heads, the form that streams a decoding
-        step's cached keys and positions at about the rate of reading them; the fused kernel with the
-        position term as a bias, and a row-times-matrix product, each took ~1.3-1.5x as long for v1's 16
-        heads at 300-560 keys (issue 26, twelfth pass). The two products are scaled by 1/sqrt(Dk) as they
+        step's cached keys and positions at about the rate of reading them: for v1's 16 heads at 310-560 keys
+        the fused kernel with the position term as a bias took 1.2-1.4x as long, a row-times-matrix score
+        product 1.3x (issue 26, twelfth pass). The two products are scaled by 1/sqrt(Dk) as they
         are summed, exactly upstream's (content + position) / sqrt(Dk) when Dk is a power of 4 (v1: 64).
         """
         scale = 1.0 / math.sqrt(self.d_k)
@@ -215,9 +215,9 @@ class RelPositionMultiHeadedAttention(nn.Module):
         keep = None if mask is None else mask.unsqueeze(1)  # [B, 1, T, K]
         if keep is None or bool(keep.any(-1).all()):
             # Every query sees a key: the position term and the mask as one additive bias of the fused kernel
-            # (scores, softmax and the value sum in one pass, fewer passes over the cached keys and values: a
-            # decoding step's form, and v1's whole prefill 0.86-0.90x in stock, issue 26). Float rounding only:
-            # the content scores are scaled before the bias is added.
+            # (scores, softmax and the value sum in one pass: v1's whole prefill 0.86-0.90x in stock, issue 26;
+            # a decoding step's single query has its own form, `_attend_one_query`). Float rounding only: the
+            # content scores are scaled before the bias is added.
             bias = position / math.sqrt(self.d_k)
             if keep is not None:
                 bias.masked_fill_(~keep, float("-inf"))
