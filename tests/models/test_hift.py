@@ -728,6 +728,79 @@ def test_conv_post_out_from_saved_source(family: str, vocoders) -> None:
     assert_close(out, golden[f"{case}.conv_post_out"], 1e-4, f"{family} conv_post_out")
 
 
+@pytest.mark.parametrize("window", [1, 3, 40])
+@pytest.mark.parametrize("family", ["v1", "v2"])
+def test_conv_post_out_in_windows_matches_golden_and_the_whole_pass(family: str, window: int, vocoders) -> None:
+    """Later stages decoded a window of mel frames at a time (1 frame: every window is mostly context) give
+    upstream's spectrum, and the whole pass's to float rounding."""
+    model, golden = vocoders(family)
+    case = "H1_frontend_mel"
+    mel, source = golden[f"{case}.mel"], golden[f"{case}.source"]
+    saved = model.window_frames
+    try:
+        with torch.no_grad():
+            model.window_frames = 0
+            whole = model.decode_to_spectrum(mel, source)
+            model.window_frames = window
+            windowed = model.decode_to_spectrum(mel, source)
+    finally:
+        model.window_frames = saved
+    assert mel.size(-1) > window + model.context_samples() // model.cfg.upsample_rates[0], "the case must need windows"
+    assert_close(windowed, golden[f"{case}.conv_post_out"], 1e-4, f"{family} windowed conv_post_out")
+    assert_close(windowed, whole, 1e-5, f"{family} windowed against whole")
+
+
+@pytest.mark.parametrize("frames", [7, 13, 41])
+def test_windows_of_any_length_and_batch_give_the_whole_pass(frames: int) -> None:
+    model = tiny_model()
+    mel = torch.randn(2, 80, frames, generator=torch.Generator().manual_seed(frames)) - 5.0
+    with torch.no_grad():
+        source = model.source(model.predict_f0(mel), torch.Generator().manual_seed(0))
+        model.window_frames = 0
+        whole = model.decode(mel, source)
+        model.window_frames = 2
+        windowed = model.decode(mel, source)
+    assert windowed.shape == whole.shape == (2, frames * model.upsample_factor)
+    assert_close(windowed, whole, 1e-5, f"{frames} frames in windows of 2")
+
+
+def test_window_context_is_what_the_convolutions_reach() -> None:
+    """The computed context makes windows exact, and is not far above the need: five samples fewer already
+    move the spectrum (and none moves it a lot), so a context bound that came out too small would fail here."""
+    model = tiny_model()
+    mel = torch.randn(1, 80, 40, generator=torch.Generator().manual_seed(9)) - 5.0
+    context = model.context_samples()
+    with torch.no_grad():
+        source = model.source(model.predict_f0(mel), torch.Generator().manual_seed(0))
+        model.window_frames = 0
+        whole = model.decode_to_spectrum(mel, source)
+        model.window_frames = 2
+
+        def windowed_with(samples: int) -> float:
+            model.context_samples = lambda: samples
+            try:
+                return (model.decode_to_spectrum(mel, source) - whole).abs().max().item()
+            finally:
+                del model.context_samples
+        assert windowed_with(context) <= 1e-6
+        assert windowed_with(context - 5) > 1e-6
+        assert windowed_with(0) > 1e-2
+
+
+def test_windows_are_not_used_under_autograd() -> None:
+    """Training-style calls (autograd on) keep the one whole pass, whose graph is upstream's."""
+    model = tiny_model()
+    model.window_frames = 1
+    mel = torch.randn(1, 80, 12, generator=torch.Generator().manual_seed(2)) - 5.0
+    source = model.source(model.predict_f0(mel).detach(), torch.Generator().manual_seed(0))
+    out = model.decode_to_spectrum(mel, source)
+    assert out.requires_grad and out.shape == (1, 18, 12 * 64 + 1)
+    calls = []
+    model.context_samples = lambda: calls.append(1) or 17
+    model.decode_to_spectrum(mel, source)
+    assert not calls, "the windowed path ran with autograd on"
+
+
 @pytest.mark.parametrize("family,case,seed", PARITY)
 def test_wave_from_saved_source_and_end_to_end(family: str, case: str, seed: int, vocoders) -> None:
     model, golden = vocoders(family)

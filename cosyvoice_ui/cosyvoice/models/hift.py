@@ -7,6 +7,8 @@ Pipeline: f0 = f0_predictor(mel) → nearest ×U → NSF source (nsf.py) → [st
 overwrite the head] → decode(mel, source): conv_pre, per stage (LeakyReLU 0.1, ConvTranspose, fuse
 the source's STFT, average of 3 ResBlocks), LeakyReLU 0.01, conv_post → exp magnitude / sin phase →
 iSTFT → clamp. Attribute names follow upstream so a folded `hift.pt` loads with strict=True.
+At inference the stages after the first run over windows of the mel with the context their convolutions
+reach (`decode_to_spectrum`), so the vocoder's memory does not grow with the utterance.
 
 Weight norm: upstream's convs are weight-normed (g, v pairs in hift.pt); ours are plain convs and the
 loader folds the pairs into `.weight` once (checkpoint.fold_weight_norm). `weight_norm_names` and
@@ -115,6 +117,7 @@ class HiFTGenerator(nn.Module):
         self.cfg = cfg
         n_fft, hop = cfg.istft_n_fft, cfg.istft_hop
         self.upsample_factor = math.prod(cfg.upsample_rates) * hop  # U
+        self.frames_per_mel = math.prod(cfg.upsample_rates)  # R, last-stage (STFT) frames per mel frame
         self.num_kernels = len(cfg.resblock_kernel_sizes)
         self.f0_predictor = self._make_f0_predictor(cfg)
         self.m_source = SourceModuleHnNSF(sine_generator(cfg.sampling_rate, cfg.nb_harmonics, cfg.nsf_alpha,
@@ -216,34 +219,106 @@ class HiFTGenerator(nn.Module):
         spec = torch.complex(magnitude * torch.cos(phase), magnitude * torch.sin(phase))
         return torch.istft(spec, n_fft, hop, n_fft, window=self.stft_window, center=True)
 
+    # Mel frames per window of `decode_to_spectrum` (inference only). The first stage runs over the whole mel
+    # (v1: 256 channels × 8 samples a frame); the later stages, whose tensors are several times larger (v1's last:
+    # 128 × 64 a frame, 14 MB each for 5 s), run a window at a time, so their memory no longer grows with the
+    # utterance. 0 decodes every length whole.
+    window_frames = 100
+
     def decode_to_spectrum(self, mel: torch.Tensor, source: torch.Tensor) -> torch.Tensor:
         """The network part of `decode`: mel [B, 80, T] + source [B, 1, N] → conv_post output [B, 2K, F]
-        (rows :K are log-magnitudes, rows K: pass through sin() to give the phase)."""
+        (rows :K are log-magnitudes, rows K: pass through sin() to give the phase).
+
+        Without autograd, stages after the first run over windows of `window_frames` mel frames, each with
+        `context_samples` of the first stage's output on either side, which is as far as the later
+        convolutions reach: the same values as one whole pass (float summation order aside)."""
         low = self.decode_dtype
         s_stft = self._stft(source).to(low)  # no-ops in float32
-        return self._fuse_stages(self.conv_pre(mel.to(low)), s_stft)
+        x = self.conv_pre(mel.to(low))
+        rate0 = self.cfg.upsample_rates[0]
+        window = self.window_frames * rate0
+        if torch.is_grad_enabled() or len(self.ups) < 2 or window <= 0 or mel.size(-1) * rate0 <= window:
+            return self._fuse_stages(x, s_stft)
+        context = self.context_samples()
+        x = self._up_stage(0, x, s_stft, reuse=True)  # [B, C0, rate0·T]: the first stage, whole
+        length = x.size(-1)
+        q = self.frames_per_mel // rate0  # STFT frames per first-stage sample
+        pieces = []
+        for start in range(0, length, window):
+            stop = min(start + window, length)
+            lo, hi = max(0, start - context), min(length, stop + context)
+            # The window's STFT frames begin at its first sample's: frame q·lo pairs with it at every later stage
+            # (at the last, after the one reflected frame that only the utterance's start has).
+            spectrum = self._fuse_stages(x[..., lo:hi], s_stft[..., q * lo:q * hi + 1], at_start=lo == 0,
+                                         first_stage=1)
+            # Spectrum frame j of the window is frame q·lo + 1 + j of the whole (frame j from the start).
+            shift = int(lo == 0)
+            first = 0 if start == 0 else q * (start - lo) + shift
+            pieces.append(spectrum[..., first:q * (stop - lo) + shift])
+        return torch.cat(pieces, dim=-1)
 
-    def _fuse_stages(self, x: torch.Tensor, s_stft: torch.Tensor) -> torch.Tensor:
-        """conv_pre output [B, C, T] + source STFT [B, 2K, F] (in `decode_dtype`) → conv_post output
-        [B, 2K, F] float32: the up-sampling stages with source fusion and resblock averaging."""
+    def context_samples(self) -> int:
+        """An upper bound on how far, in first-stage samples, the stages after the first and conv_post reach to
+        either side: how deep into a window the zeros its convolutions see past its edges can move values.
+        At each stage the depth is carried through the up-sampling, then the larger of it and the source path's
+        (whose STFT window is cut at the same edge), then the resblocks' chained reach is added."""
+        def reach(conv: nn.Module) -> float:
+            """One-sided reach in the convolution's input samples."""
+            k, d, p, s = conv.kernel_size[0], conv.dilation[0], conv.padding[0], conv.stride[0]
+            if isinstance(conv, nn.ConvTranspose1d):
+                return max(p, d * (k - 1) - p) / s + 1
+            return max(p, d * (k - 1) - p)
+
+        def block_reach(block: ResBlock) -> float:
+            return sum(reach(c1) + reach(c2) for c1, c2 in zip(block.convs1, block.convs2))
+
+        rates = self.cfg.upsample_rates
+        stft_reach = self.cfg.istft_n_fft / 2 / self.cfg.istft_hop  # a centred STFT frame's half window, in frames
+        depth = 0.0  # in the current stage's samples
+        for i in range(1, len(self.ups)):
+            depth = (depth + reach(self.ups[i])) * rates[i]
+            stft_per_sample = self.frames_per_mel // math.prod(rates[:i + 1])
+            source = (stft_reach + reach(self.source_downs[i])) / stft_per_sample + block_reach(self.source_resblocks[i])
+            blocks = self.resblocks[i * self.num_kernels:(i + 1) * self.num_kernels]
+            depth = max(depth, source) + max(block_reach(b) for b in blocks)
+        depth += reach(self.conv_post)
+        return math.ceil(depth / math.prod(rates[1:])) + 1
+
+    def _fuse_stages(self, x: torch.Tensor, s_stft: torch.Tensor, at_start: bool = True,
+                     first_stage: int = 0) -> torch.Tensor:
+        """The input of stage `first_stage` [B, C, L] (conv_pre's output [B, C, T] for stage 0) + source STFT
+        [B, 2K, R·T + 1] (in `decode_dtype`) → conv_post output [B, 2K, R·T + 1] float32: the up-sampling
+        stages with source fusion and resblock averaging.
+
+        at_start=False: x is a window that does not begin the utterance; the last stage then pairs with
+        the STFT frames from the second on, and the output has R·T frames (no reflected first frame)."""
         # Without autograd every tensor below but the caller's x is this method's own: activations and sums go
         # into the buffers they read (same bits; the last stage's buffers are what HiFT adds to the peak).
         reuse = not torch.is_grad_enabled()
-        last = len(self.ups) - 1
-        for i, up in enumerate(self.ups):
-            x = up(F.leaky_relu(x, self.cfg.lrelu_slope, inplace=reuse and i > 0))
-            if i == last:
-                # The transposed convs give exactly N/hop frames; the centred STFT has one more.
-                x = F.pad(x, (1, 0), mode="reflect")
-            source = self.source_resblocks[i](self.source_downs[i](s_stft))
-            x = x.add_(source) if reuse else x + source
-            blocks = self.resblocks[i * self.num_kernels:(i + 1) * self.num_kernels]
-            xs = blocks[0](x)  # a new tensor: the sums below go into it (x is read by every block)
-            for block in blocks[1:]:
-                xs = xs.add_(block(x)) if reuse else xs + block(x)
-            x = xs.div_(self.num_kernels) if reuse else xs / self.num_kernels
+        for i in range(first_stage, len(self.ups)):
+            x = self._up_stage(i, x, s_stft, at_start, reuse=reuse, own_input=reuse and i > first_stage)
         # Upstream uses the default LeakyReLU slope (0.01) here, not lrelu_slope; the weights expect it.
         return self.conv_post(F.leaky_relu(x, inplace=reuse)).float()
+
+    def _up_stage(self, i: int, x: torch.Tensor, s_stft: torch.Tensor, at_start: bool = True, *,
+                  reuse: bool, own_input: bool = False) -> torch.Tensor:
+        """Stage i: LeakyReLU, ConvTranspose up-sampling, + the source STFT down-sampled to this rate through
+        its conv and resblock, then the average of the stage's resblocks. reuse: write sums in place into
+        this stage's own tensors; own_input: x too may be overwritten."""
+        x = self.ups[i](F.leaky_relu(x, self.cfg.lrelu_slope, inplace=own_input))
+        if i == len(self.ups) - 1:
+            # The transposed convs give exactly N/hop frames; the centred STFT has one more.
+            if at_start:
+                x = F.pad(x, (1, 0), mode="reflect")
+            else:
+                s_stft = s_stft[..., 1:]
+        source = self.source_resblocks[i](self.source_downs[i](s_stft))
+        x = x.add_(source) if reuse else x + source
+        blocks = self.resblocks[i * self.num_kernels:(i + 1) * self.num_kernels]
+        xs = blocks[0](x)  # a new tensor: the sums below go into it (x is read by every block)
+        for block in blocks[1:]:
+            xs = xs.add_(block(x)) if reuse else xs + block(x)
+        return xs.div_(self.num_kernels) if reuse else xs / self.num_kernels
 
     def decode(self, mel: torch.Tensor, source: torch.Tensor) -> torch.Tensor:
         """mel: [B, 80, T], source: [B, 1, T*U] → wave [B, T*U], clamped to ±audio_limit."""

@@ -83,7 +83,6 @@ class CausalHiFTGenerator(HiFTGenerator):
             raise ValueError("the causal vocoder needs conv_pre_look_right > 0 (the yaml's hift section has it)")
         self.conv_pre_look_right = look_right  # read by _make_conv_pre during super().__init__
         super().__init__(cfg, sine_generator)
-        self.frames_per_mel = self.upsample_factor // cfg.istft_hop  # R, STFT frames per mel frame
         if fixed_noise is not None:
             self.set_fixed_noise(fixed_noise)
 
