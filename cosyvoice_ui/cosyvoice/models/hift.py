@@ -261,7 +261,8 @@ class HiFTGenerator(nn.Module):
         """An upper bound on how far, in first-stage samples, the stages after the first and conv_post reach to
         either side: how deep into a window the zeros its convolutions see past its edges can move values.
         At each stage the depth is carried through the up-sampling, then the larger of it and the source path's
-        (whose STFT window is cut at the same edge), then the resblocks' chained reach is added."""
+        (whose STFT window is cut at the same edge), then the resblocks' chained reach is added. For this class's
+        centred layout; the causal vocoder (`hift_causal`) decodes its own windows and does not ask."""
         def reach(conv: nn.Module) -> float:
             """One-sided reach in the convolution's input samples."""
             k, d, p, s = conv.kernel_size[0], conv.dilation[0], conv.padding[0], conv.stride[0]
