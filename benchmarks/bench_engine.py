@@ -214,16 +214,13 @@ def count_flops(engine, model_input, tokens: list[int], seed: int) -> tuple[int,
             hook.remove()
     # The vocoder's whole pass: its windows' overlapping context (a few % more convolution) is our overhead,
     # not work the floor should grant.
-    windows = getattr(engine.hift, "window_frames", None)
+    windows, engine.hift.window_frames = engine.hift.window_frames, 0
     try:
-        if windows is not None:
-            engine.hift.window_frames = 0
         with torch.inference_mode():
             with FlopCounterMode(display=False, custom_mapping=mapping) as hift_counter:
                 engine.hift.inference(mel, **seeded(engine.hift.inference))
     finally:
-        if windows is not None:
-            engine.hift.window_frames = windows
+        engine.hift.window_frames = windows
     return flow_counter.get_total_flops() + opaque_flops[0], hift_counter.get_total_flops()
 
 
