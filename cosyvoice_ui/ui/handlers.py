@@ -135,19 +135,29 @@ class Handlers:
               http_request=None, consent: bool = False) -> None:
         """The validator's step: prepare the job (raises InvalidRequest); with `key` (the click's inputs), the job
         is kept for the run that follows, so one click checks its request once. With `http_request`, its session
-        has a run on the way (a Stop pressed before it starts stops it)."""
-        job = self.prepare(request, options, consent, caller_of(http_request))
-        with self._lock:
-            if key is not None:
-                self._checked[key] = job
-                while len(self._checked) > CHECKED_KEPT:
-                    self._checked.popitem(last=False)
-            if http_request is not None:
-                session = _session(http_request)
+        has a run on the way from the moment the check begins: a Stop pressed while the request is checked (the
+        page already shows the job as running) or before the run starts stops it, and a refusal forgets it."""
+        session = _session(http_request) if http_request is not None else None
+        if session is not None:
+            with self._lock:
                 self._stop_pending.discard(session)  # a new click: an old Stop is not for it
                 self._awaiting[session] = time.monotonic()
                 for stale in [s for s, at in self._awaiting.items() if time.monotonic() - at > AWAIT_RUN_S]:
                     del self._awaiting[stale]
+                    self._stop_pending.discard(stale)
+        try:
+            job = self.prepare(request, options, consent, caller_of(http_request))
+        except BaseException:
+            if session is not None:  # refused: no run follows, so a Stop pressed meanwhile is for nothing
+                with self._lock:
+                    self._awaiting.pop(session, None)
+                    self._stop_pending.discard(session)
+            raise
+        if key is not None:
+            with self._lock:
+                self._checked[key] = job
+                while len(self._checked) > CHECKED_KEPT:
+                    self._checked.popitem(last=False)
 
     def checked(self, key: str | None) -> SpeechJob | None:
         """The job the validator prepared for these inputs (taken: a second run prepares again)."""

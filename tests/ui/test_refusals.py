@@ -82,3 +82,62 @@ def test_stop_pressed_before_the_checked_run_starts_stops_it_and_idle_stop_does_
     *_, last = handlers.generate(request, OutputOptions(), [], Page(), None, job=handlers.checked("again"))
     assert Path(last[1]).is_file() and engine.texts == ["Not yet."]
     assert handlers.stop(Page()) is False
+
+
+def test_stop_pressed_while_the_click_is_checked_stops_its_run_and_a_refusal_forgets_it(tmp_path: Path) -> None:
+    """The page shows a job as running from the click on, while the validator is still checking the request (a
+    slow check on a busy machine): a Stop pressed then stops the run that follows. A click the check refuses has no
+    run, and its Stop does not stop the next click."""
+    import threading
+
+    from cosyvoice_ui.testing.fakes import RecordingEngine
+
+    class Page:
+        session_hash = "checking"
+        headers = {"accept-language": "en"}
+
+    engine = RecordingEngine()
+    manager = ModelManager("fake", loader=lambda *_: engine, idle_unload_s=0, describe_model=lambda _: engine.info)
+    handlers = Handlers(manager, Settings(glossary_dir=tmp_path / "g"), tmp_path / "out")
+    request = SynthesisRequest(Mode.SFT, text="Checked slowly.", speaker="A")
+    checking, go_on = threading.Event(), threading.Event()
+    prepare = handlers.speech.prepare
+
+    def slow_prepare(*args, **kwargs):
+        checking.set()
+        assert go_on.wait(10)
+        return prepare(*args, **kwargs)
+
+    handlers.speech.prepare = slow_prepare
+    validator = threading.Thread(target=handlers.check, args=(request,), kwargs={"key": "c1", "http_request": Page()})
+    validator.start()
+    assert checking.wait(10)
+    assert handlers.stop(Page()) is True  # pressed while the check runs
+    go_on.set()
+    validator.join(10)
+    *_, last = handlers.generate(request, OutputOptions(), [], Page(), None, job=handlers.checked("c1"))
+    assert last[3] == "Stopped." and engine.texts == []
+
+    # a refused click, stopped while it was checked: its Stop is for nothing, and the next click runs
+    checking.clear()
+    go_on.clear()
+    refused: list[Exception] = []
+
+    def check_bad() -> None:
+        try:
+            handlers.check(SynthesisRequest(Mode.SFT, text="   ", speaker="A"), key="bad", http_request=Page())
+        except InvalidRequest as exc:
+            refused.append(exc)
+
+    validator = threading.Thread(target=check_bad)
+    validator.start()
+    assert checking.wait(10)
+    assert handlers.stop(Page()) is True
+    go_on.set()
+    validator.join(10)
+    assert len(refused) == 1
+    assert handlers.stop(Page()) is False  # nothing on the way any more
+    handlers.speech.prepare = prepare
+    handlers.check(request, key="c2", http_request=Page())
+    *_, last = handlers.generate(request, OutputOptions(), [], Page(), None, job=handlers.checked("c2"))
+    assert Path(last[1]).is_file() and engine.texts == ["Checked slowly."]
