@@ -97,8 +97,10 @@ def test_the_offline_first_screen_speaks_after_one_text_and_one_click(offline_ap
     open_app(page, offline_app)
     # It opens on the preset tab (a text is all it needs), and the header names the model and its state.
     assert page.get_by_role("tab", selected=True).inner_text().strip() == labels["tab_sft"]
-    header = page.locator("#model-header").inner_text()
-    assert labels["header_model"].split("{")[0].replace("**", "").strip() in header
+    # (filled by a load event, which on a busy machine lands after the page is drawn: wait for it)
+    model_label = labels["header_model"].split("{")[0].replace("**", "").strip()
+    page.wait_for_function("([el, want]) => el.innerText.includes(want)",
+                           arg=[page.locator("#model-header").element_handle(), model_label], timeout=30_000)
     # Every tab keeps its name on screen (no unlabelled "more" menu on a phone).
     for key in ("tab_clone", "tab_cross", "tab_sft", "tab_vc", "tab_history"):
         assert _in_viewport(_tab_button(page, labels[key]), SCREENS[screen]), key
