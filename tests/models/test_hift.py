@@ -765,8 +765,8 @@ def test_windows_of_any_length_and_batch_give_the_whole_pass(frames: int) -> Non
 
 
 def test_window_context_is_what_the_convolutions_reach() -> None:
-    """The computed context makes windows exact, and is not far above the need: five samples fewer already
-    move the spectrum (and none moves it a lot), so a context bound that came out too small would fail here."""
+    """The computed context makes windows exact (a bound that came out too small fails the first check), and is
+    not far above the need: five samples fewer already move the spectrum, and no context at all moves it a lot."""
     model = tiny_model()
     mel = torch.randn(1, 80, 40, generator=torch.Generator().manual_seed(9)) - 5.0
     context = model.context_samples()

@@ -17,6 +17,25 @@ from cosyvoice_ui.ui.handlers import Handlers, OutputOptions
 from cosyvoice_ui.ui.markup import refusal
 
 
+def _page(session: str):
+    """A stand-in for the gr.Request of one browser page (its session and language)."""
+
+    class Page:
+        session_hash = session
+        headers = {"accept-language": "en"}
+
+    return Page()
+
+
+def _recording_handlers(tmp_path: Path):
+    """(engine, manager, handlers) over a `RecordingEngine` that records the texts it renders."""
+    from cosyvoice_ui.testing.fakes import RecordingEngine
+
+    engine = RecordingEngine()
+    manager = ModelManager("fake", loader=lambda *_: engine, idle_unload_s=0, describe_model=lambda _: engine.info)
+    return engine, manager, Handlers(manager, Settings(glossary_dir=tmp_path / "g"), tmp_path / "out")
+
+
 def test_a_refusal_is_escaped_text_and_one_log_line(caplog) -> None:
     with caplog.at_level(logging.INFO, logger="cosyvoice_ui.ui.markup"):
         error = refusal("Text <b>empty</b>", InvalidRequest("text_empty", "the text is empty"))
@@ -40,19 +59,12 @@ def test_a_bad_request_from_a_tab_is_refused_without_a_traceback(tmp_path: Path,
 def test_a_page_closed_while_its_job_was_prepared_never_runs_it(tmp_path: Path) -> None:
     """The validator prepared the job, then the page closed before the run started: the run stops at once, holds
     no slot and renders nothing."""
-    from cosyvoice_ui.testing.fakes import RecordingEngine
-
-    class Page:
-        session_hash = "gone"
-        headers = {"accept-language": "en"}
-
-    engine = RecordingEngine()
-    manager = ModelManager("fake", loader=lambda *_: engine, idle_unload_s=0, describe_model=lambda _: engine.info)
-    handlers = Handlers(manager, Settings(glossary_dir=tmp_path / "g"), tmp_path / "out")
+    engine, manager, handlers = _recording_handlers(tmp_path)
+    page = _page("gone")
     request = SynthesisRequest(Mode.SFT, text="Nobody is listening.", speaker="A")
     job = handlers.prepare(request)
-    handlers.page_closed(Page())
-    *_, (audio, path, _subtitles, info, _takes, _history) = handlers.generate(request, OutputOptions(), [], Page(),
+    handlers.page_closed(page)
+    *_, (audio, path, _subtitles, info, _takes, _history) = handlers.generate(request, OutputOptions(), [], page,
                                                                               None, job=job)
     assert info == "Stopped." and engine.texts == []
     assert manager.status().running == 0 and manager.status().queued == 0
@@ -62,26 +74,19 @@ def test_a_page_closed_while_its_job_was_prepared_never_runs_it(tmp_path: Path) 
 
 
 def test_stop_pressed_before_the_checked_run_starts_stops_it_and_idle_stop_does_nothing(tmp_path: Path) -> None:
-    from cosyvoice_ui.testing.fakes import RecordingEngine
-
-    class Page:
-        session_hash = "waiting"
-        headers = {"accept-language": "en"}
-
-    engine = RecordingEngine()
-    manager = ModelManager("fake", loader=lambda *_: engine, idle_unload_s=0, describe_model=lambda _: engine.info)
-    handlers = Handlers(manager, Settings(glossary_dir=tmp_path / "g"), tmp_path / "out")
+    engine, _, handlers = _recording_handlers(tmp_path)
+    page = _page("waiting")
     request = SynthesisRequest(Mode.SFT, text="Not yet.", speaker="A")
-    assert handlers.stop(Page()) is False  # nothing running, nothing on the way: Stop changes nothing
-    handlers.check(request, key="click", http_request=Page())  # the validator passed; the run waits in the queue
-    assert handlers.stop(Page()) is True
-    *_, last = handlers.generate(request, OutputOptions(), [], Page(), None, job=handlers.checked("click"))
+    assert handlers.stop(page) is False  # nothing running, nothing on the way: Stop changes nothing
+    handlers.check(request, key="click", http_request=page)  # the validator passed; the run waits in the queue
+    assert handlers.stop(page) is True
+    *_, last = handlers.generate(request, OutputOptions(), [], page, None, job=handlers.checked("click"))
     assert last[3] == "Stopped." and engine.texts == []
     # the next click is not stopped by that Stop
-    handlers.check(request, key="again", http_request=Page())
-    *_, last = handlers.generate(request, OutputOptions(), [], Page(), None, job=handlers.checked("again"))
+    handlers.check(request, key="again", http_request=page)
+    *_, last = handlers.generate(request, OutputOptions(), [], page, None, job=handlers.checked("again"))
     assert Path(last[1]).is_file() and engine.texts == ["Not yet."]
-    assert handlers.stop(Page()) is False
+    assert handlers.stop(page) is False
 
 
 def test_stop_pressed_while_the_click_is_checked_stops_its_run_and_a_refusal_forgets_it(tmp_path: Path) -> None:
@@ -90,15 +95,8 @@ def test_stop_pressed_while_the_click_is_checked_stops_its_run_and_a_refusal_for
     run, and its Stop does not stop the next click."""
     import threading
 
-    from cosyvoice_ui.testing.fakes import RecordingEngine
-
-    class Page:
-        session_hash = "checking"
-        headers = {"accept-language": "en"}
-
-    engine = RecordingEngine()
-    manager = ModelManager("fake", loader=lambda *_: engine, idle_unload_s=0, describe_model=lambda _: engine.info)
-    handlers = Handlers(manager, Settings(glossary_dir=tmp_path / "g"), tmp_path / "out")
+    engine, _, handlers = _recording_handlers(tmp_path)
+    page = _page("checking")
     request = SynthesisRequest(Mode.SFT, text="Checked slowly.", speaker="A")
     checking, go_on = threading.Event(), threading.Event()
     prepare = handlers.speech.prepare
@@ -109,13 +107,13 @@ def test_stop_pressed_while_the_click_is_checked_stops_its_run_and_a_refusal_for
         return prepare(*args, **kwargs)
 
     handlers.speech.prepare = slow_prepare
-    validator = threading.Thread(target=handlers.check, args=(request,), kwargs={"key": "c1", "http_request": Page()})
+    validator = threading.Thread(target=handlers.check, args=(request,), kwargs={"key": "c1", "http_request": page})
     validator.start()
     assert checking.wait(10)
-    assert handlers.stop(Page()) is True  # pressed while the check runs
+    assert handlers.stop(page) is True  # pressed while the check runs
     go_on.set()
     validator.join(10)
-    *_, last = handlers.generate(request, OutputOptions(), [], Page(), None, job=handlers.checked("c1"))
+    *_, last = handlers.generate(request, OutputOptions(), [], page, None, job=handlers.checked("c1"))
     assert last[3] == "Stopped." and engine.texts == []
 
     # a refused click, stopped while it was checked: its Stop is for nothing, and the next click runs
@@ -125,19 +123,19 @@ def test_stop_pressed_while_the_click_is_checked_stops_its_run_and_a_refusal_for
 
     def check_bad() -> None:
         try:
-            handlers.check(SynthesisRequest(Mode.SFT, text="   ", speaker="A"), key="bad", http_request=Page())
+            handlers.check(SynthesisRequest(Mode.SFT, text="   ", speaker="A"), key="bad", http_request=page)
         except InvalidRequest as exc:
             refused.append(exc)
 
     validator = threading.Thread(target=check_bad)
     validator.start()
     assert checking.wait(10)
-    assert handlers.stop(Page()) is True
+    assert handlers.stop(page) is True
     go_on.set()
     validator.join(10)
     assert len(refused) == 1
-    assert handlers.stop(Page()) is False  # nothing on the way any more
+    assert handlers.stop(page) is False  # nothing on the way any more
     handlers.speech.prepare = prepare
-    handlers.check(request, key="c2", http_request=Page())
-    *_, last = handlers.generate(request, OutputOptions(), [], Page(), None, job=handlers.checked("c2"))
+    handlers.check(request, key="c2", http_request=page)
+    *_, last = handlers.generate(request, OutputOptions(), [], page, None, job=handlers.checked("c2"))
     assert Path(last[1]).is_file() and engine.texts == ["Checked slowly."]
