@@ -7,6 +7,7 @@ translate errors into the user's language, and keep per-browser history entries.
 from __future__ import annotations
 
 import logging
+import re
 import secrets
 import threading
 import time
@@ -41,6 +42,9 @@ HISTORY_LIMIT = 20
 CHECKED_KEPT = 64  # validated jobs waiting for their run (one per click in flight)
 AWAIT_RUN_S = 600.0  # a checked click whose run has not started after this is forgotten
 CLOSED_KEPT = 1024  # closed pages remembered (a job asked for just before its page closed must not start)
+CLICKS_KEPT = 1024  # clicks remembered as stopped before their run, or as over (a late Stop changes nothing)
+# A Generate click's id, made by the page (controls.py) and sent with the click and with its Stop; untrusted
+_CLICK_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
 @dataclass(frozen=True)
@@ -62,6 +66,18 @@ def _lang(request) -> str:
 
 def _session(request) -> str:
     return getattr(request, "session_hash", None) or "default"
+
+
+def _click(click) -> str | None:
+    """The page's id of one Generate click, or None (no id, or not one the page makes)."""
+    return click if isinstance(click, str) and _CLICK_ID.fullmatch(click) else None
+
+
+def _remember(kept: OrderedDict, key) -> None:
+    kept[key] = None
+    kept.move_to_end(key)
+    while len(kept) > CLICKS_KEPT:
+        kept.popitem(last=False)
 
 
 def caller_of(request, surface: str = "ui") -> Caller:
@@ -89,12 +105,17 @@ class Handlers:
         self.speech = speech
         self.resolver = speech.resolver
         self.glossaries = speech.glossaries
-        self._stops: dict[str, threading.Event] = {}
+        self._stops: dict[str, tuple[threading.Event, str | None]] = {}  # session → its run's flag and click
         self._closed: OrderedDict[str, None] = OrderedDict()  # sessions whose page was closed (newest last)
         # Stop before the run starts: a click checked by the validator waits for its run (session → when), and a
         # Stop pressed meanwhile is kept for that run (Gradio's own cancel would mark the outputs "Error")
         self._awaiting: dict[str, float] = {}
         self._stop_pending: set[str] = set()
+        # Stop before the check even began (its request overtook the click's on a busy server): the page names
+        # the click its Stop is for, so that Stop waits for that click alone, and a Stop that comes after the
+        # click's run has ended (or its refusal) changes nothing. Keys: (session, click id).
+        self._stopped_clicks: OrderedDict[tuple[str, str], None] = OrderedDict()
+        self._ended_clicks: OrderedDict[tuple[str, str], None] = OrderedDict()
         self._checked: OrderedDict[str, SpeechJob] = OrderedDict()  # the validator's jobs, for the run after it
         self._lock = threading.Lock()
 
@@ -132,12 +153,15 @@ class Handlers:
         return self.speech.prepare(request, self.job_options(options, request.mode, consent, caller))
 
     def check(self, request: SynthesisRequest, options: OutputOptions | None = None, key: str | None = None,
-              http_request=None, consent: bool = False) -> None:
+              http_request=None, consent: bool = False, click: str | None = None) -> None:
         """The validator's step: prepare the job (raises InvalidRequest); with `key` (the click's inputs), the job
         is kept for the run that follows, so one click checks its request once. With `http_request`, its session
         has a run on the way from the moment the check begins: a Stop pressed while the request is checked (the
-        page already shows the job as running) or before the run starts stops it, and a refusal forgets it."""
+        page already shows the job as running) or before the run starts stops it, and a refusal forgets it.
+        `click`: the page's id of this click (its Stop names it, so a Stop that arrives even before the check
+        is kept for this click's run)."""
         session = _session(http_request) if http_request is not None else None
+        click = _click(click)
         if session is not None:
             with self._lock:
                 self._stop_pending.discard(session)  # a new click: an old Stop is not for it
@@ -152,6 +176,9 @@ class Handlers:
                 with self._lock:
                     self._awaiting.pop(session, None)
                     self._stop_pending.discard(session)
+                    if click is not None:
+                        self._stopped_clicks.pop((session, click), None)
+                        _remember(self._ended_clicks, (session, click))
             raise
         if key is not None:
             with self._lock:
@@ -176,39 +203,57 @@ class Handlers:
 
     # --- stop ---------------------------------------------------------------------------------------
 
-    def stop_flag(self, session: str) -> threading.Event:
+    def stop_flag(self, session: str, click: str | None = None) -> threading.Event:
+        """A fresh stop flag for the run of `session` (of its page's click `click`, when the page named it);
+        already set when the page has closed or Stop was pressed for this run before it began."""
+        click = _click(click)
         with self._lock:
             flag = threading.Event()
             self._awaiting.pop(session, None)
-            if session in self._closed or session in self._stop_pending:  # left or stopped before the run began
+            stopped_early = click is not None and (session, click) in self._stopped_clicks
+            if stopped_early:
+                del self._stopped_clicks[(session, click)]
+            if session in self._closed or session in self._stop_pending or stopped_early:
                 self._stop_pending.discard(session)
                 flag.set()
-            self._stops[session] = flag
+            self._stops[session] = (flag, click)
             return flag
 
-    def cancel_flag(self, request) -> threading.Event:
+    def cancel_flag(self, request, click: str | None = None) -> threading.Event:
         """A fresh stop flag for the browser session of `request` (a gr.Request); Stop sets it."""
-        return self.stop_flag(_session(request))
+        return self.stop_flag(_session(request), click)
 
-    def stop(self, request=None) -> bool:
+    def stop(self, request=None, click: str | None = None) -> bool:
         """Stop the running job of the session of `request`, or the run its last checked click is about to start;
-        False when it has neither."""
+        False when it has neither. `click`: the page's id of the click this Stop is for; a click the server has
+        not seen yet (its request is still on the way) is stopped when its run begins."""
         session = _session(request)
+        click = _click(click)
         with self._lock:
-            flag = self._stops.get(session)
-            if flag is None or flag.is_set():
-                if session not in self._awaiting:
-                    return False
-                self._stop_pending.add(session)
+            flag, running = self._stops.get(session, (None, None))
+            if flag is not None and not flag.is_set() and (click is None or running in (None, click)):
+                flag.set()  # the run on screen (a run without an id is one the page started without a click)
                 return True
-        flag.set()
-        return True
+            if click is not None:
+                if (session, click) in self._ended_clicks:
+                    return False  # its run is over (or it was refused): the result on screen stays
+                if running != click:
+                    _remember(self._stopped_clicks, (session, click))
+                return True
+            if session not in self._awaiting:
+                return False
+            self._stop_pending.add(session)
+            return True
 
     def forget_flag(self, request, flag: threading.Event) -> None:
-        """The job that held `flag` has ended."""
+        """The job that held `flag` has ended (a Stop for its click now changes nothing)."""
+        session = _session(request)
         with self._lock:
-            if self._stops.get(_session(request)) is flag:
-                del self._stops[_session(request)]
+            held, click = self._stops.get(session, (None, None))
+            if held is flag:
+                del self._stops[session]
+                if click is not None:
+                    _remember(self._ended_clicks, (session, click))
 
     def page_closed(self, request=None) -> None:
         """The browser page of `request` is gone: its job stops in whatever phase it is (queued, loading the
@@ -232,9 +277,10 @@ class Handlers:
 
     def generate(self, request: SynthesisRequest, options: OutputOptions, history: list | None, http_request=None,
                  progress=None, meta: dict | None = None, lang: str | None = None,
-                 job: SpeechJob | None = None) -> Iterator[tuple]:
+                 job: SpeechJob | None = None, click: str | None = None) -> Iterator[tuple]:
         """Yield (audio_update, file_path, subtitle_paths, info_markdown, take_markdown, history) tuples; audio
         streams when asked. `job`: the validator's checked job for this request (else it is prepared here).
+        `click`: the page's id of the click that asked for it (`stop` names it).
 
         The first five outputs are for the tab; `history` is this browser's list of past results.
         """
@@ -245,7 +291,7 @@ class Handlers:
             job = job or self.prepare(request, options, bool((meta or {}).get("consent")), caller_of(http_request))
         except InvalidRequest as exc:
             raise refusal(strings.message(exc, lang), exc) from None
-        cancel = self.cancel_flag(http_request)
+        cancel = self.cancel_flag(http_request, click)
         try:
             first_reasons: dict[int, list[str]] = {}  # segment → why its first take was refused
             report = progress_adapter(progress, lang, first_reasons)

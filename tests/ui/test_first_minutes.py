@@ -2,7 +2,7 @@
 
 - With no model, the page opens on a tab where one text and one click speak (the offline default voice).
 - A refusal appears in the viewport that holds the Generate button just pressed, and its field is outlined.
-- Stop shows "Stopped" and leaves no error badge.
+- Stop shows "Stopped" and leaves no error badge, also when it reaches the server before its click.
 - Closing the page while the model loads frees the queue: the job never runs.
 
 With SAVE_SCREENSHOTS=1 the screenshots replace the README's in docs/images/.
@@ -200,6 +200,39 @@ def test_stop_shows_stopped_and_no_error_badge(offline_app: str, contexts, scree
     assert page.get_by_text("Error", exact=True).count() == 0
     # quiet again once the run has ended (a Stop pressed while the click was still checked ends it as it starts)
     page.wait_for_function(f"el => !({red})(el)", arg=stop.element_handle(), timeout=30_000)
+
+
+def test_a_stop_that_overtakes_its_click_stops_it(offline_app: str, contexts) -> None:
+    """The click's request is held in the browser until its Stop has been answered (what a busy server does by
+    chance: CI saw it): the Stop says "Stopped" at once, the click's run then ends as it starts, and nothing is
+    rendered. The next click renders."""
+    labels = _labels("en-US")
+    page = contexts("desktop", "en-US").new_page()
+    open_app(page, offline_app)
+    held = []
+    page.route("**/gradio_api/queue/join*", lambda route: held.append(route))
+    _tab(page).locator("textarea").first.fill("Held back until its Stop is answered.")
+    _generate(page, labels).click()
+    stop = _tab(page).get_by_role("button", name=labels["stop"], exact=True)
+    red = "e => getComputedStyle(e).backgroundColor.includes('239, 68, 68')"
+    page.wait_for_function(f"el => ({red})(el)", arg=stop.element_handle(), timeout=10_000)
+    deadline = time.monotonic() + 10
+    while not held and time.monotonic() < deadline:
+        page.wait_for_timeout(50)
+    assert held, "the click's request never left the page"
+    stop.click()
+    info = _tab(page).locator(".block.result-info")
+    page.wait_for_function("([el, want]) => el.innerText.includes(want)",
+                           arg=[info.element_handle(), labels["stopped"]], timeout=10_000)
+    held[0].continue_()
+    page.unroute("**/gradio_api/queue/join*")
+    page.wait_for_function(f"el => !({red})(el)", arg=stop.element_handle(), timeout=30_000)
+    page.wait_for_timeout(500)
+    assert labels["stopped"] in info.inner_text()
+    assert not _tab(page).locator(".result-file").first.is_visible()  # no download: nothing was rendered
+    assert _no_error_badges(page) == 0
+    _generate(page, labels).click()  # that Stop was for that click alone
+    _tab(page).locator(".result-file").first.wait_for(state="visible", timeout=60_000)
 
 
 @pytest.fixture()

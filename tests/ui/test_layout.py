@@ -69,7 +69,7 @@ def test_every_generate_event_takes_one_dict_of_its_widgets(app) -> None:
 
 def _preset_run(app):
     return next(fn for fn in events(app, "run") if fn.validator is not None
-                and {label_key(c) for c in fn.inputs} >= {"speaker", "text"} and len(fn.inputs) == 11)
+                and {label_key(c) for c in fn.inputs} >= {"speaker", "text"} and len(fn.inputs) == 12)
 
 
 def _values(fn, **by_key) -> dict:
@@ -84,7 +84,8 @@ def _values(fn, **by_key) -> dict:
 @pytest.mark.parametrize("lang", ["en-US", "zh-CN"])
 def test_the_validator_marks_the_widget_the_error_is_about(app, lang: str) -> None:
     fn = _preset_run(app)
-    lang_box = next(c for c in fn.inputs if isinstance(c, gr.Textbox) and not c.visible)
+    # the browser's language: the hidden box set to "en" (the other hidden box holds the click's id)
+    lang_box = next(c for c in fn.inputs if isinstance(c, gr.Textbox) and not c.visible and c.value == "en")
     data = _values(fn, speaker="A", text="")
     data[lang_box] = lang
     verdicts = fn.validator(data)

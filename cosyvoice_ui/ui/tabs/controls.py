@@ -31,6 +31,7 @@ class Controls:
     subtitles: object = None  # the result's SRT and VTT files
     takes: object = None  # one line: how the bad-take checks went
     alert: object = None  # beside Generate: the click's refusal, copied there from its field (page.js)
+    click: object = None  # hidden: the id the page gives each Generate click (CLICK_JS), sent by its Stop too
 
     @property
     def outputs(self) -> list:
@@ -41,6 +42,22 @@ class Controls:
 
 # Where a refusal is shown beside Generate: page.js copies the field's message into it (role=alert reads it out).
 ALERT_HTML = '<div class="job-alert" role="alert" aria-live="assertive" hidden></div>'
+
+# The page shows a job as running from the click on, before its request reaches the server, and on a busy
+# server the Stop pressed then can arrive first. So each Generate click gets an id in the page, sent in place of
+# the hidden `click` value, and the tab's Stop sends the id of its last click: the server keeps a Stop for a
+# click it has not seen yet for that click alone (`Handlers.stop`). {index}: the hidden value's place among
+# the event's values; {key}: the tab's key in the page's table of last clicks.
+CLICK_JS = ("(...values) => {{ const click = Date.now().toString(36) + Math.random().toString(36).slice(2, 10); "
+            "values[{index}] = click; (window.cosyvoiceClicks = window.cosyvoiceClicks || {{}})[{key}] = click; "
+            "return values; }}")
+STOP_JS = "(...values) => {{ values[{index}] = (window.cosyvoiceClicks || {{}})[{key}] || ''; return values; }}"
+
+
+def payload_index(inputs: set, component) -> int:
+    """Where `component`'s value is among the values the page sends for an event with these dict inputs
+    (Gradio orders them by component id; tests/ui/test_stop_click.py checks it against the built config)."""
+    return sorted(inputs, key=lambda each: each._id).index(component)
 
 
 def build_controls(page: Page, subtitles: bool = True) -> Controls:
@@ -66,8 +83,9 @@ def build_controls(page: Page, subtitles: bool = True) -> Controls:
         subtitle_files = gr.File(label=t("download_subtitles"), file_count="multiple", interactive=False,
                                  visible=False, elem_classes=["result-subtitles"]) if subtitles else None
     info = gr.Markdown(elem_classes=["result-info"])
+    click = gr.Textbox(value="", visible=False)
     dice.click(lambda: random.randint(1, 100_000_000), outputs=seed, queue=False, api_visibility="private")
-    return Controls(speed, seed, stream, generate, stop, audio, file, info, subtitle_files, takes, alert)
+    return Controls(speed, seed, stream, generate, stop, audio, file, info, subtitle_files, takes, alert, click)
 
 
 def shown(values: tuple, subtitles: bool) -> tuple:
@@ -100,7 +118,8 @@ def wire_generate(page: Page, controls: Controls, fields: dict, make_meta: Calla
     handlers, options = page.handlers, page.options
     at_field = {**fields, "speed": controls.speed}
     first = next(iter(fields.values()))
-    inputs = {*fields.values(), controls.speed, controls.seed, controls.stream, *options.inputs}
+    inputs = {*fields.values(), controls.speed, controls.seed, controls.stream, controls.click, *options.inputs}
+    stop_inputs = {options.lang, controls.click}
 
     def request_of(data: dict):
         meta = make_meta(*(data[component] for component in fields.values()))
@@ -113,7 +132,7 @@ def wire_generate(page: Page, controls: Controls, fields: dict, make_meta: Calla
         except InvalidRequest as exc:  # an unreadable upload, when no validator ran first (a trigger)
             raise refusal(strings.message(exc, lang), exc) from None
         for values in handlers.generate(req, options.output(data), options.past(data), request, progress, meta, lang,
-                                        job=handlers.checked(click_key(data))):
+                                        job=handlers.checked(click_key(data)), click=data[controls.click]):
             yield shown(values, controls.subtitles is not None)
 
     def validate(data: dict, request: gr.Request = None):
@@ -121,7 +140,7 @@ def wire_generate(page: Page, controls: Controls, fields: dict, make_meta: Calla
         try:
             meta, req = request_of(data)
             handlers.check(req, options.output(data), key=click_key(data), http_request=request,
-                           consent=bool(meta.get("consent")))
+                           consent=bool(meta.get("consent")), click=data[controls.click])
         except InvalidRequest as exc:
             target = at_field.get(field_of(exc), first)
             verdicts[target] = gr.validate(False, strings.message(exc, options.language(data)))
@@ -129,7 +148,7 @@ def wire_generate(page: Page, controls: Controls, fields: dict, make_meta: Calla
 
     def stop(data: dict, request: gr.Request):
         # Stop is a state: the run's line says "Stopped" (and nothing changes when none ran)
-        if not handlers.stop(request):
+        if not handlers.stop(request, data[controls.click]):
             return gr.skip(), gr.skip()
         return plain_html(strings.label("stopped", options.language(data))), ""
 
@@ -138,12 +157,15 @@ def wire_generate(page: Page, controls: Controls, fields: dict, make_meta: Calla
                   concurrency_id="synthesis", api_visibility="private")
     # Stop ends a run through the handlers' stop flag (the run then says "Stopped"), not through Gradio's cancel,
     # which would leave "Error" on every output; only the filling of an example is cancelled outright.
-    controls.generate.click(run, inputs=inputs, validator=validate, **shared)
+    key = controls.click._id
+    controls.generate.click(run, inputs=inputs, validator=validate,
+                            js=CLICK_JS.format(index=payload_index(inputs, controls.click), key=key), **shared)
     cancels = []
     if trigger is not None:
         cancels.append(trigger)
         trigger.success(run, inputs=inputs, **shared)
-    controls.stop.click(stop, inputs={options.lang}, outputs=[controls.info, controls.takes], cancels=cancels or None,
+    controls.stop.click(stop, inputs=stop_inputs, outputs=[controls.info, controls.takes], cancels=cancels or None,
+                        js=STOP_JS.format(index=payload_index(stop_inputs, controls.click), key=key),
                         queue=False, show_progress="hidden", api_visibility="private")
 
 
