@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import json
 import re
+import time
 import zipfile
 from pathlib import Path
 
@@ -164,3 +165,45 @@ def test_a_three_speaker_script_renders_regenerates_locks_and_exports(studio_app
     for start in starts[1:]:  # the gap before each take is silence in the decoded mix
         silence = mix[int((start - gap + 0.02) * rate):int((start - 0.02) * rate)]
         assert len(silence) and np.abs(silence).max() < 1e-3
+
+
+def _carries_a_click_id(request) -> bool:
+    """A job's request with a click id made by the page (`ui/clicks.py`) among its values."""
+    try:
+        values = json.loads(request.post_data or "{}").get("data") or []
+    except ValueError:
+        return False
+    return any(isinstance(value, str) and re.fullmatch(r"[0-9a-z]{14,20}", value) for value in values)
+
+
+def test_a_stop_that_overtakes_render_all_stops_it(studio_app, browser) -> None:
+    """Render all's request is held in the browser until its Stop has been sent (what a busy server does by
+    chance): the render then starts stopped and renders no line; the next Render all renders them all."""
+    url, _ = studio_app
+    context = browser.new_context(locale="en-US", viewport={"width": 1280, "height": 1200})
+    page = context.new_page()
+    page.goto(url, wait_until="load")
+    page.get_by_role("tab", name="Script").click(timeout=60_000)
+    page.locator(".studio-script textarea").fill(SCRIPT)
+    page.get_by_label("New project name").fill("Held back")
+    page.get_by_role("button", name="Create project").click()
+    status = page.locator(".studio-status").first
+    status.get_by_text("Saved “Held back”", exact=False).wait_for(timeout=30_000)
+    held = []
+    page.route("**/gradio_api/queue/join*",
+               lambda route: held.append(route) if _carries_a_click_id(route.request) else route.continue_())
+    page.get_by_role("button", name="Render all").click()
+    deadline = time.monotonic() + 30
+    while not held and time.monotonic() < deadline:
+        page.wait_for_timeout(50)
+    assert held, "Render all's request never left the page"
+    page.locator(".tabitem:visible").get_by_role("button", name="Stop", exact=True).click()
+    page.wait_for_timeout(1500)  # the Stop's own request (not held) is answered
+    held[0].continue_()
+    page.unroute("**/gradio_api/queue/join*")
+    page.wait_for_timeout(5000)
+    infos = page.locator(".studio-line-info")
+    assert infos.count() and all("not rendered yet" in text for text in infos.all_inner_texts())
+    page.get_by_role("button", name="Render all").click()  # that Stop was for that click alone
+    status.get_by_text("Done: 4 line(s) rendered", exact=False).wait_for(timeout=90_000)
+    context.close()

@@ -2,8 +2,9 @@
 
 The page shows a job as running from the Generate click on, before the click's request reaches the server; on a
 busy server the Stop pressed then can arrive before the click is even checked. Each click gets an id in the page
-(`CLICK_JS`), the tab's Stop sends the id of its last click (`STOP_JS`), and the handlers keep a Stop for a click
-they have not seen yet for that click's run alone. The browser side is checked in tests/ui/test_first_minutes.py.
+(`ui/clicks.py`), the tab's Stop sends the id of its last click, and the handlers keep a Stop for a click they
+have not seen yet for that click's run alone. The browser side is checked in tests/ui/test_first_minutes.py and
+tests/ui/test_browser_studio.py.
 """
 
 from __future__ import annotations
@@ -119,20 +120,28 @@ def test_the_remembered_clicks_are_bounded(monkeypatch, tmp_path: Path) -> None:
 
 
 def test_the_page_puts_each_id_where_the_server_reads_it(tmp_path: Path) -> None:
-    """Every Generate and Stop carries the click id in the hidden field's place among the values the page sends
-    (`payload_index` assumes Gradio's order for dict inputs; this reads the order from the built config)."""
+    """Every job's click and every Stop carries the click id in the hidden field's place among the values the page
+    sends (`clicks.payload_index` assumes Gradio's order for dict inputs; this reads the order from the built
+    config), on every tab that runs jobs: the four generating tabs, Script, Audiobook and Dubbing."""
     from cosyvoice_ui.ui.layout import build_ui
 
     engine = FakeEngine()
     manager = ModelManager("fake", loader=lambda *_: engine, idle_unload_s=0, describe_model=lambda _: engine.info)
-    config = build_ui(manager, Settings(glossary_dir=tmp_path / "g"), output_dir=tmp_path / "out").config
+    settings = Settings(glossary_dir=tmp_path / "g", projects_dir=tmp_path / "p")
+    config = build_ui(manager, settings, output_dir=tmp_path / "out").config
     carrying = [dep for dep in config["dependencies"] if "cosyvoiceClicks" in (dep.get("js") or "")]
-    makes = [dep for dep in carrying if "Math.random" in dep["js"]]
-    assert len(makes) >= 4 and len(carrying) == 2 * len(makes)  # every generating tab: its Generate and its Stop
+    tabs: dict[int, dict[str, int]] = {}
     for dep in carrying:
-        index = int(re.search(r"values\[(\d+)\]", dep["js"]).group(1))
         key = int(re.search(r"cosyvoiceClicks[^\[]*\[(\d+)\]", dep["js"]).group(1))
-        assert dep["inputs"][index] == key, dep["js"]
-    assert len({re.search(r"\[(\d+)\] = click", dep["js"]).group(1) for dep in makes}) == len(makes)  # one per tab
+        placed = re.search(r"values\[(\d+)\] =", dep["js"])
+        if placed:
+            assert dep["inputs"][int(placed.group(1))] == key, dep["js"]
+        # a Stop sends its id and at most the page's language; a render after a save sends it with the job's values
+        kind = "makes" if "Math.random" in dep["js"] else "stop" if len(dep["inputs"]) <= 2 else "sends"
+        tabs.setdefault(key, {}).setdefault(kind, 0)
+        tabs[key][kind] += 1
+    assert len(tabs) == 7
+    assert all(kinds.get("makes") and kinds.get("stop") == 1 for kinds in tabs.values()), tabs
+
 
 

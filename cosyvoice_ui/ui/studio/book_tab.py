@@ -12,7 +12,7 @@ from ...studio.book import BOOK_EXTENSIONS
 from ...studio.books import Bookshelf, chapter_rows
 from ...studio.chapters import BOOK_FORMATS
 from ...types import EngineInfo
-from .. import strings
+from .. import clicks, strings
 from ..markup import MARKDOWN_OPTIONS, plain
 from ..page import Page
 from .events import chosen_options, guarded, live, option_inputs, workspace_for
@@ -72,6 +72,7 @@ def build_book(page: Page) -> BookTab:
         with gr.Row():
             start = gr.Button(t("book_start"), variant="primary")
             stop = gr.Button(t("stop"), variant="stop")
+        click = clicks.field()
         status = gr.Markdown(elem_classes=["book-status"], **MARKDOWN_OPTIONS)
         outputs = gr.File(label=t("book_outputs"), file_count="multiple", interactive=False)
 
@@ -97,7 +98,8 @@ def build_book(page: Page) -> BookTab:
     def run_book(work, data: dict, request, progress):
         lang = options.language(data)
         chosen = chosen_options(page, data, request, "book")
-        for kind, value in live(page, request, progress, lang, lambda report, cancel: work(chosen, report, cancel)):
+        for kind, value in live(page, request, progress, lang, lambda report, cancel: work(chosen, report, cancel),
+                                click=data[click]):
             if kind == "status":
                 yield gr.skip(), value, gr.skip(), gr.skip()
             else:
@@ -112,17 +114,19 @@ def build_book(page: Page) -> BookTab:
         yield from run_book(lambda chosen, report, cancel: books.resume(
             data[unfinished], chosen, report, cancel), data, request, progress)
 
-    def stop_book(request: gr.Request) -> None:
-        page.handlers.stop(request)
+    def stop_book(data: dict, request: gr.Request) -> None:
+        page.handlers.stop(request, data[click])
 
     private = dict(api_visibility="private")
     job = dict(outputs=[outputs, status, unfinished, resume_row], concurrency_limit=page.settings.concurrency,
                concurrency_id="synthesis", **private)
     common = option_inputs(page)
     file.change(show_chapters, inputs=[file, options.lang], outputs=chapters, **private)
-    starting = start.click(start_book, inputs={file, book_format, *voice.inputs, *common}, **job)
-    resuming = resume.click(resume_book, inputs={unfinished, *common}, **job)
-    stop.click(stop_book, cancels=[starting, resuming], queue=False, **private)
+    starting_inputs, resuming_inputs = {file, book_format, click, *voice.inputs, *common}, {unfinished, click, *common}
+    starting = start.click(start_book, inputs=starting_inputs, js=clicks.making(starting_inputs, click), **job)
+    resuming = resume.click(resume_book, inputs=resuming_inputs, js=clicks.making(resuming_inputs, click), **job)
+    stop.click(stop_book, inputs={click}, js=clicks.sending({click}, click), cancels=[starting, resuming],
+               queue=False, **private)
     tab.select(lambda lang: offered(strings.language_of(lang)), inputs=options.lang, outputs=[unfinished, resume_row],
                queue=False, **private)
     return BookTab(books, unfinished, resume, file, chapters, voice, book_format, start, stop, status, outputs, t,

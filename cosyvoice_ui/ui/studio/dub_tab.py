@@ -19,7 +19,7 @@ from ...studio.dub import DubSettings
 from ...studio.dub_cues import FitPolicy
 from ...studio.dub_jobs import MEDIA_SUFFIXES, dub_cue_here, dub_here
 from ...types import EngineInfo
-from .. import strings
+from .. import clicks, strings
 from ..markup import MARKDOWN_OPTIONS
 from ..page import Page
 from .events import chosen_options, guarded, live, option_inputs, raise_shown, workspace_for
@@ -101,6 +101,7 @@ def build_dub(page: Page) -> DubTab:
         with gr.Row():
             start = gr.Button(t("dub_start"), variant="primary")
             stop = gr.Button(t("stop"), variant="stop")
+        click = clicks.field()
         status = gr.Markdown(elem_classes=["dub-status"], **MARKDOWN_OPTIONS)
         table = gr.Dataframe(headers=HEADERS, label=t("dub_table"), interactive=False, wrap=True)
         with gr.Row():
@@ -144,7 +145,7 @@ def build_dub(page: Page) -> DubTab:
         def work(report, cancel):
             return dub_here(workspace, data[media], data[cues], settings, chosen, report, cancel)
 
-        yield from shown(live(page, request, progress, lang, work), lang, Path(str(data[media])).stem)
+        yield from shown(live(page, request, progress, lang, work, data[click]), lang, Path(str(data[media])).stem)
 
     def shown(steps, lang: str, name: str):
         """The job's status lines as they come, then the files, the cue table, the preview and the project."""
@@ -169,26 +170,26 @@ def build_dub(page: Page) -> DubTab:
                 return dub_cue_here(workspace, data[current], data[cue_number], action, data[take_number], chosen,
                                     report, cancel, text=data[cue_text], fit=fit)
 
-            yield from shown(live(page, request, progress, lang, work), lang, data[current])
+            yield from shown(live(page, request, progress, lang, work, data[click]), lang, data[current])
 
         act.__name__ = f"dub_cue_{action}"
         return act
 
-    def stop_dub(request: gr.Request) -> None:
-        page.handlers.stop(request)
+    def stop_dub(data: dict, request: gr.Request) -> None:
+        page.handlers.stop(request, data[click])
 
     private = dict(api_visibility="private")
     job = dict(outputs=[outputs, status, table, preview, current], concurrency_limit=page.settings.concurrency,
                concurrency_id="synthesis", **private)
     inputs = {media, cues, source_lang, target_lang, min_speed, max_speed, overflow, original, duck_db, consent,
-              *option_inputs(page)}
-    running = [start.click(start_dub, inputs=inputs, **job)]
+              click, *option_inputs(page)}
+    running = [start.click(start_dub, inputs=inputs, js=clicks.making(inputs, click), **job)]
+    cue_inputs = {current, cue_number, take_number, cue_text, cue_min_speed, cue_max_speed, cue_overflow, click,
+                  *option_inputs(page)}
     for button, action in ((regenerate, "regenerate"), (use_take, "take"), (lock, "lock"), (unlock, "unlock"),
                            (change_text, "text"), (set_fit, "fit"), (clear_fit, "fit_clear")):
-        running.append(button.click(on_cue(action), inputs={current, cue_number, take_number, cue_text,
-                                                            cue_min_speed, cue_max_speed, cue_overflow,
-                                                            *option_inputs(page)}, **job))
-    stop.click(stop_dub, cancels=running, queue=False, **private)
+        running.append(button.click(on_cue(action), inputs=cue_inputs, js=clicks.making(cue_inputs, click), **job))
+    stop.click(stop_dub, inputs={click}, js=clicks.sending({click}, click), cancels=running, queue=False, **private)
     return DubTab(media, cues, start, stop, status, table, preview, outputs, current, cue_number, take_number,
                   regenerate, use_take, lock, unlock, cue_text, change_text, cue_min_speed, cue_max_speed,
                   cue_overflow, set_fit, clear_fit)

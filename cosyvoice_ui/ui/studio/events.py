@@ -73,11 +73,12 @@ def guarded(lang: str, work: Callable[[], object]) -> object:
         raise_shown(exc, lang)
 
 
-def live(page, request, progress, lang: str, work: Callable[[Callable, object], object]) \
+def live(page, request, progress, lang: str, work: Callable[[Callable, object], object], click: str | None = None) \
         -> Iterator[tuple[str, object]]:
     """Run `work(report, cancel)` beside this event: yields ("status", text) for each progress event (the bar
-    follows too), then ("done", result). Stop (the page's stop flag for this browser) cancels it."""
-    cancel = page.handlers.cancel_flag(request)
+    follows too), then ("done", result). Stop (the page's stop flag for this browser) cancels it; `click`: the
+    page's id of the click that asked for it (`clicks.py`), so a Stop that came first stops it as it starts."""
+    cancel = page.handlers.cancel_flag(request, click)
     last = None
     try:
         for item in stream_work(lambda report: work(report, cancel), cancel):

@@ -14,7 +14,7 @@ from ...errors import InvalidRequest
 from ...studio.script import parse_script, speakers
 from ...studio.workspace import EXPORT_PARTS, Workspace, read_script_file
 from ...types import EngineInfo
-from .. import strings
+from .. import clicks, strings
 from ..markup import MARKDOWN_OPTIONS, plain
 from ..page import Page
 from .events import chosen_options, guarded, live, option_inputs, workspace_for
@@ -75,6 +75,7 @@ def build_script(page: Page) -> ScriptTab:
             save = gr.Button(t("studio_save"), elem_classes=["studio-save"])
             render = gr.Button(t("studio_render_all"), variant="primary", elem_classes=["studio-render-all"])
             stop = gr.Button(t("stop"), variant="stop")
+        click = clicks.field()
         status = gr.Markdown(elem_classes=["studio-status"], **MARKDOWN_OPTIONS)
         with gr.Accordion(t("studio_lines"), open=True):
             build_lines(page, workspace, current, revision, status)
@@ -120,7 +121,8 @@ def build_script(page: Page) -> ScriptTab:
         folder, chosen = data[current], chosen_options(page, data, request)
         line_label = None
         for kind, value in live(page, request, progress, lang,
-                                lambda report, cancel: workspace.render_all(folder, chosen, report, cancel)):
+                                lambda report, cancel: workspace.render_all(folder, chosen, report, cancel),
+                                click=data[click]):
             if kind == "status":
                 label = value.split(" · ")[0]
                 changed = line_label is not None and label != line_label  # the line before is saved
@@ -156,8 +158,8 @@ def build_script(page: Page) -> ScriptTab:
         return voices.fill_names(names, {**known, **shown_now}, page.manager.info(), page.saved.enabled,
                                  saved_ids, options.language(data))
 
-    def stop_render(request: gr.Request) -> None:
-        page.handlers.stop(request)
+    def stop_render(data: dict, request: gr.Request) -> None:
+        page.handlers.stop(request, data[click])
 
     private = dict(api_visibility="private")
     edits = {current, new_name, script, gap, options.lang, *voices.inputs}
@@ -167,10 +169,14 @@ def build_script(page: Page) -> ScriptTab:
     upload.upload(load_script, inputs=[upload, options.lang], outputs=script, **private).then(
         names_changed, inputs={script, options.lang, *voices.inputs}, outputs=voices.outputs, **private)
     script.blur(names_changed, inputs={script, options.lang, *voices.inputs}, outputs=voices.outputs, **private)
-    rendering = render.click(save_project, inputs=edits, outputs=[*view, new_name], **private).success(
-        render_lines, inputs={current, *option_inputs(page)}, outputs=[revision, status],
+    # Render all saves first: the click's id is made then, and the render that follows sends it (`clicks.py`)
+    rendering_inputs = {current, click, *option_inputs(page)}
+    rendering = render.click(save_project, inputs=edits, outputs=[*view, new_name], js=clicks.making_only(click),
+                             **private).success(
+        render_lines, inputs=rendering_inputs, outputs=[revision, status], js=clicks.sending(rendering_inputs, click),
         concurrency_limit=page.settings.concurrency, concurrency_id="synthesis", **private)
-    stop.click(stop_render, cancels=[rendering], queue=False, **private)
+    stop.click(stop_render, inputs={click}, js=clicks.sending({click}, click), cancels=[rendering], queue=False,
+               **private)
     export.click(export_files, inputs={current, parts, *options.inputs}, outputs=[files, status], **private)
     tab.select(lambda: gr.update(choices=workspace.projects()), outputs=pick, queue=False, **private)
     return ScriptTab(workspace, voices, current, revision, pick, new_name, script, gap, save, render, stop, status,

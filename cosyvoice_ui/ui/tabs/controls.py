@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ...errors import InvalidRequest
-from .. import strings
+from .. import clicks, strings
 from ..page import Page
 from ..requests import field_of, request_from_meta
 from ..markup import plain_html, refusal
@@ -31,7 +31,7 @@ class Controls:
     subtitles: object = None  # the result's SRT and VTT files
     takes: object = None  # one line: how the bad-take checks went
     alert: object = None  # beside Generate: the click's refusal, copied there from its field (page.js)
-    click: object = None  # hidden: the id the page gives each Generate click (CLICK_JS), sent by its Stop too
+    click: object = None  # hidden: the id the page gives each Generate click (`clicks.py`), sent by its Stop too
 
     @property
     def outputs(self) -> list:
@@ -42,23 +42,6 @@ class Controls:
 
 # Where a refusal is shown beside Generate: page.js copies the field's message into it (role=alert reads it out).
 ALERT_HTML = '<div class="job-alert" role="alert" aria-live="assertive" hidden></div>'
-
-# The page shows a job as running from the click on, before its request reaches the server, and on a busy
-# server the Stop pressed then can arrive first. So each Generate click gets an id in the page, sent in place of
-# the hidden `click` value, and the tab's Stop sends the id of its last click: the server keeps a Stop for a
-# click it has not seen yet for that click alone (`Handlers.stop`). {index}: the hidden value's place among
-# the event's values; {key}: the tab's key in the page's table of last clicks.
-CLICK_JS = ("(...values) => {{ const click = Date.now().toString(36) + Math.random().toString(36).slice(2, 10); "
-            "values[{index}] = click; (window.cosyvoiceClicks = window.cosyvoiceClicks || {{}})[{key}] = click; "
-            "return values; }}")
-STOP_JS = "(...values) => {{ values[{index}] = (window.cosyvoiceClicks || {{}})[{key}] || ''; return values; }}"
-
-
-def payload_index(inputs: set, component) -> int:
-    """Where `component`'s value is among the values the page sends for an event with these dict inputs
-    (Gradio orders them by component id; tests/ui/test_stop_click.py checks it against the built config)."""
-    return sorted(inputs, key=lambda each: each._id).index(component)
-
 
 def build_controls(page: Page, subtitles: bool = True) -> Controls:
     """`subtitles`: the tab's results have a text to time (voice conversion's do not: no subtitle files)."""
@@ -83,7 +66,7 @@ def build_controls(page: Page, subtitles: bool = True) -> Controls:
         subtitle_files = gr.File(label=t("download_subtitles"), file_count="multiple", interactive=False,
                                  visible=False, elem_classes=["result-subtitles"]) if subtitles else None
     info = gr.Markdown(elem_classes=["result-info"])
-    click = gr.Textbox(value="", visible=False)
+    click = clicks.field()
     dice.click(lambda: random.randint(1, 100_000_000), outputs=seed, queue=False, api_visibility="private")
     return Controls(speed, seed, stream, generate, stop, audio, file, info, subtitle_files, takes, alert, click)
 
@@ -157,15 +140,13 @@ def wire_generate(page: Page, controls: Controls, fields: dict, make_meta: Calla
                   concurrency_id="synthesis", api_visibility="private")
     # Stop ends a run through the handlers' stop flag (the run then says "Stopped"), not through Gradio's cancel,
     # which would leave "Error" on every output; only the filling of an example is cancelled outright.
-    key = controls.click._id
-    controls.generate.click(run, inputs=inputs, validator=validate,
-                            js=CLICK_JS.format(index=payload_index(inputs, controls.click), key=key), **shared)
+    controls.generate.click(run, inputs=inputs, validator=validate, js=clicks.making(inputs, controls.click), **shared)
     cancels = []
     if trigger is not None:
         cancels.append(trigger)
         trigger.success(run, inputs=inputs, **shared)
     controls.stop.click(stop, inputs=stop_inputs, outputs=[controls.info, controls.takes], cancels=cancels or None,
-                        js=STOP_JS.format(index=payload_index(stop_inputs, controls.click), key=key),
+                        js=clicks.sending(stop_inputs, controls.click),
                         queue=False, show_progress="hidden", api_visibility="private")
 
 
