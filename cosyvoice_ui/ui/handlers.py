@@ -40,7 +40,6 @@ log = logging.getLogger(__name__)
 
 HISTORY_LIMIT = 20
 CHECKED_KEPT = 64  # validated jobs waiting for their run (one per click in flight)
-AWAIT_RUN_S = 600.0  # a checked click whose run has not started after this is forgotten
 CLOSED_KEPT = 1024  # closed pages remembered (a job asked for just before its page closed must not start)
 CLICKS_KEPT = 1024  # clicks remembered as stopped before their run, or as over (a late Stop changes nothing)
 # A Generate click's id, made by the page (controls.py) and sent with the click and with its Stop; untrusted
@@ -107,13 +106,10 @@ class Handlers:
         self.glossaries = speech.glossaries
         self._stops: dict[str, tuple[threading.Event, str | None]] = {}  # session → its run's flag and click
         self._closed: OrderedDict[str, None] = OrderedDict()  # sessions whose page was closed (newest last)
-        # Stop before the run starts: a click checked by the validator waits for its run (session → when), and a
-        # Stop pressed meanwhile is kept for that run (Gradio's own cancel would mark the outputs "Error")
-        self._awaiting: dict[str, float] = {}
-        self._stop_pending: set[str] = set()
-        # Stop before the check even began (its request overtook the click's on a busy server): the page names
-        # the click its Stop is for, so that Stop waits for that click alone, and a Stop that comes after the
-        # click's run has ended (or its refusal) changes nothing. Keys: (session, click id).
+        # Stop before the run starts (its request can even overtake the click's on a busy server): the page names
+        # the click its Stop is for (`clicks.py`), so that Stop waits for that click's run alone (Gradio's own cancel
+        # would mark the outputs "Error"), and a Stop that comes after the click's run has ended (or its refusal)
+        # changes nothing. Keys: (session, click id).
         self._stopped_clicks: OrderedDict[tuple[str, str], None] = OrderedDict()
         self._ended_clicks: OrderedDict[tuple[str, str], None] = OrderedDict()
         self._checked: OrderedDict[str, SpeechJob] = OrderedDict()  # the validator's jobs, for the run after it
@@ -155,30 +151,17 @@ class Handlers:
     def check(self, request: SynthesisRequest, options: OutputOptions | None = None, key: str | None = None,
               http_request=None, consent: bool = False, click: str | None = None) -> None:
         """The validator's step: prepare the job (raises InvalidRequest); with `key` (the click's inputs), the job
-        is kept for the run that follows, so one click checks its request once. With `http_request`, its session
-        has a run on the way from the moment the check begins: a Stop pressed while the request is checked (the
-        page already shows the job as running) or before the run starts stops it, and a refusal forgets it.
-        `click`: the page's id of this click (its Stop names it, so a Stop that arrives even before the check
-        is kept for this click's run)."""
-        session = _session(http_request) if http_request is not None else None
-        click = _click(click)
-        if session is not None:
-            with self._lock:
-                self._stop_pending.discard(session)  # a new click: an old Stop is not for it
-                self._awaiting[session] = time.monotonic()
-                for stale in [s for s, at in self._awaiting.items() if time.monotonic() - at > AWAIT_RUN_S]:
-                    del self._awaiting[stale]
-                    self._stop_pending.discard(stale)
+        is kept for the run that follows, so one click checks its request once. `click`: the page's id of this
+        click (`http_request` gives its page): a refused click has no run, so its Stop, pressed before or after
+        the refusal, is for nothing."""
         try:
             job = self.prepare(request, options, consent, caller_of(http_request))
         except BaseException:
-            if session is not None:  # refused: no run follows, so a Stop pressed meanwhile is for nothing
+            click = _click(click)
+            if http_request is not None and click is not None:
                 with self._lock:
-                    self._awaiting.pop(session, None)
-                    self._stop_pending.discard(session)
-                    if click is not None:
-                        self._stopped_clicks.pop((session, click), None)
-                        _remember(self._ended_clicks, (session, click))
+                    self._stopped_clicks.pop((_session(http_request), click), None)
+                    _remember(self._ended_clicks, (_session(http_request), click))
             raise
         if key is not None:
             with self._lock:
@@ -209,12 +192,10 @@ class Handlers:
         click = _click(click)
         with self._lock:
             flag = threading.Event()
-            self._awaiting.pop(session, None)
             stopped_early = click is not None and (session, click) in self._stopped_clicks
             if stopped_early:
                 del self._stopped_clicks[(session, click)]
-            if session in self._closed or session in self._stop_pending or stopped_early:
-                self._stop_pending.discard(session)
+            if session in self._closed or stopped_early:
                 flag.set()
             self._stops[session] = (flag, click)
             return flag
@@ -224,9 +205,9 @@ class Handlers:
         return self.stop_flag(_session(request), click)
 
     def stop(self, request=None, click: str | None = None) -> bool:
-        """Stop the running job of the session of `request`, or the run its last checked click is about to start;
-        False when it has neither. `click`: the page's id of the click this Stop is for; a click the server has
-        not seen yet (its request is still on the way) is stopped when its run begins."""
+        """Stop the running job of the session of `request`, or the run of the click `click` (the page's id of
+        the click this Stop is for) when it begins: its request may still be on the way, checked or queued. False
+        when there is nothing to stop (no run, or the click's run is over)."""
         session = _session(request)
         click = _click(click)
         with self._lock:
@@ -234,15 +215,10 @@ class Handlers:
             if flag is not None and not flag.is_set() and (click is None or running in (None, click)):
                 flag.set()  # the run on screen (a run without an id is one the page started without a click)
                 return True
-            if click is not None:
-                if (session, click) in self._ended_clicks:
-                    return False  # its run is over (or it was refused): the result on screen stays
-                if running != click:
-                    _remember(self._stopped_clicks, (session, click))
-                return True
-            if session not in self._awaiting:
-                return False
-            self._stop_pending.add(session)
+            if click is None or (session, click) in self._ended_clicks:
+                return False  # nothing named, or its run is over (or it was refused): the result on screen stays
+            if running != click:
+                _remember(self._stopped_clicks, (session, click))
             return True
 
     def forget_flag(self, request, flag: threading.Event) -> None:

@@ -61,17 +61,23 @@ def download(page, link, folder: Path) -> Path:
     return path
 
 
-def test_a_three_speaker_script_renders_regenerates_locks_and_exports(studio_app, browser, tmp_path: Path) -> None:
-    url, work = studio_app
-    context = browser.new_context(locale="en-US", viewport={"width": 1280, "height": 1200}, accept_downloads=True)
+def new_project(browser, url: str, name: str, **context_options):
+    """An English page on the Script tab with SCRIPT saved as the new project `name`: (context, page)."""
+    context = browser.new_context(locale="en-US", viewport={"width": 1280, "height": 1200}, **context_options)
     page = context.new_page()
     page.goto(url, wait_until="load")
     page.get_by_role("tab", name="Script").click(timeout=60_000)
     page.locator(".studio-script textarea").fill(SCRIPT)
-    page.get_by_label("New project name").fill("Morning show")
+    page.get_by_label("New project name").fill(name)
     page.get_by_role("button", name="Create project").click()
+    page.locator(".studio-status").get_by_text(f"Saved “{name}”: 4 lines, 3 speakers.").wait_for(timeout=30_000)
+    return context, page
+
+
+def test_a_three_speaker_script_renders_regenerates_locks_and_exports(studio_app, browser, tmp_path: Path) -> None:
+    url, work = studio_app
+    context, page = new_project(browser, url, "Morning show", accept_downloads=True)
     status = page.locator(".studio-status")
-    status.get_by_text("Saved “Morning show”: 4 lines, 3 speakers.").wait_for(timeout=30_000)
     for name in ("Alice", "Bob", "Narrator"):  # one voice row per name
         assert page.locator(".studio-voice-name", has_text=name).first.is_visible()
 
@@ -180,15 +186,8 @@ def test_a_stop_that_overtakes_render_all_stops_it(studio_app, browser) -> None:
     """Render all's request is held in the browser until its Stop has been sent (what a busy server does by
     chance): the render then starts stopped and renders no line; the next Render all renders them all."""
     url, _ = studio_app
-    context = browser.new_context(locale="en-US", viewport={"width": 1280, "height": 1200})
-    page = context.new_page()
-    page.goto(url, wait_until="load")
-    page.get_by_role("tab", name="Script").click(timeout=60_000)
-    page.locator(".studio-script textarea").fill(SCRIPT)
-    page.get_by_label("New project name").fill("Held back")
-    page.get_by_role("button", name="Create project").click()
+    context, page = new_project(browser, url, "Held back")
     status = page.locator(".studio-status").first
-    status.get_by_text("Saved “Held back”", exact=False).wait_for(timeout=30_000)
     held = []
     page.route("**/gradio_api/queue/join*",
                lambda route: held.append(route) if _carries_a_click_id(route.request) else route.continue_())

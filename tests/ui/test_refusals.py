@@ -78,14 +78,18 @@ def test_stop_pressed_before_the_checked_run_starts_stops_it_and_idle_stop_does_
     page = _page("waiting")
     request = SynthesisRequest(Mode.SFT, text="Not yet.", speaker="A")
     assert handlers.stop(page) is False  # nothing running, nothing on the way: Stop changes nothing
-    handlers.check(request, key="click", http_request=page)  # the validator passed; the run waits in the queue
-    assert handlers.stop(page) is True
-    *_, last = handlers.generate(request, OutputOptions(), [], page, None, job=handlers.checked("click"))
+    # the validator passed; the run waits in the queue (the page's Stop names its click)
+    handlers.check(request, key="click", http_request=page, click="click")
+    assert handlers.stop(page, "click") is True
+    *_, last = handlers.generate(request, OutputOptions(), [], page, None, job=handlers.checked("click"),
+                                 click="click")
     assert last[3] == "Stopped." and engine.texts == []
     # the next click is not stopped by that Stop
-    handlers.check(request, key="again", http_request=page)
-    *_, last = handlers.generate(request, OutputOptions(), [], page, None, job=handlers.checked("again"))
+    handlers.check(request, key="again", http_request=page, click="again")
+    *_, last = handlers.generate(request, OutputOptions(), [], page, None, job=handlers.checked("again"),
+                                 click="again")
     assert Path(last[1]).is_file() and engine.texts == ["Not yet."]
+    assert handlers.stop(page, "again") is False
     assert handlers.stop(page) is False
 
 
@@ -107,13 +111,14 @@ def test_stop_pressed_while_the_click_is_checked_stops_its_run_and_a_refusal_for
         return prepare(*args, **kwargs)
 
     handlers.speech.prepare = slow_prepare
-    validator = threading.Thread(target=handlers.check, args=(request,), kwargs={"key": "c1", "http_request": page})
+    validator = threading.Thread(target=handlers.check, args=(request,),
+                                 kwargs={"key": "c1", "http_request": page, "click": "c1"})
     validator.start()
     assert checking.wait(10)
-    assert handlers.stop(page) is True  # pressed while the check runs
+    assert handlers.stop(page, "c1") is True  # pressed while the check runs
     go_on.set()
     validator.join(10)
-    *_, last = handlers.generate(request, OutputOptions(), [], page, None, job=handlers.checked("c1"))
+    *_, last = handlers.generate(request, OutputOptions(), [], page, None, job=handlers.checked("c1"), click="c1")
     assert last[3] == "Stopped." and engine.texts == []
 
     # a refused click, stopped while it was checked: its Stop is for nothing, and the next click runs
@@ -123,19 +128,20 @@ def test_stop_pressed_while_the_click_is_checked_stops_its_run_and_a_refusal_for
 
     def check_bad() -> None:
         try:
-            handlers.check(SynthesisRequest(Mode.SFT, text="   ", speaker="A"), key="bad", http_request=page)
+            handlers.check(SynthesisRequest(Mode.SFT, text="   ", speaker="A"), key="bad", http_request=page,
+                           click="bad")
         except InvalidRequest as exc:
             refused.append(exc)
 
     validator = threading.Thread(target=check_bad)
     validator.start()
     assert checking.wait(10)
-    assert handlers.stop(page) is True
+    assert handlers.stop(page, "bad") is True
     go_on.set()
     validator.join(10)
     assert len(refused) == 1
-    assert handlers.stop(page) is False  # nothing on the way any more
+    assert handlers.stop(page, "bad") is False  # nothing on the way any more
     handlers.speech.prepare = prepare
-    handlers.check(request, key="c2", http_request=page)
-    *_, last = handlers.generate(request, OutputOptions(), [], page, None, job=handlers.checked("c2"))
+    handlers.check(request, key="c2", http_request=page, click="c2")
+    *_, last = handlers.generate(request, OutputOptions(), [], page, None, job=handlers.checked("c2"), click="c2")
     assert Path(last[1]).is_file() and engine.texts == ["Checked slowly."]

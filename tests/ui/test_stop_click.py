@@ -20,16 +20,10 @@ from cosyvoice_ui.settings import Settings
 from cosyvoice_ui.testing.fakes import FakeEngine
 from cosyvoice_ui.types import Mode, SynthesisRequest
 from cosyvoice_ui.ui import handlers as handlers_module
-from cosyvoice_ui.ui.handlers import Handlers, OutputOptions
+from cosyvoice_ui.ui.handlers import OutputOptions
 from tests.ui.test_refusals import _page, _recording_handlers
 
 REQUEST = SynthesisRequest(Mode.SFT, text="Said after the Stop.", speaker="A")
-
-
-def _handlers(tmp_path: Path) -> Handlers:
-    engine = FakeEngine()
-    manager = ModelManager("fake", loader=lambda *_: engine, idle_unload_s=0, describe_model=lambda _: engine.info)
-    return Handlers(manager, Settings(), tmp_path / "out")
 
 
 def _render(handlers, page, click: str, key: str | None = None):
@@ -51,14 +45,14 @@ def test_a_stop_that_overtakes_its_click_stops_that_click_and_no_other(tmp_path:
     assert Path(last[1]).is_file() and engine.texts == [REQUEST.text]
     assert handlers.stop(page, "click2") is False
     assert handlers.stop(page, "click1") is False
-    # a Stop with no id (a closed page's, or the script tab's) still finds nothing once all is over
+    # a Stop with no id (a page whose table of clicks is gone) finds nothing once all is over
     assert handlers.stop(page) is False
 
 
 def test_a_stop_for_the_next_click_does_not_stop_the_run_still_ending(tmp_path: Path) -> None:
     """The run of click 1 is still ending on the server when the page's click 2 and its Stop arrive: the Stop is for
     click 2, whose run then starts stopped; click 1 ends as it would have."""
-    handlers = _handlers(tmp_path)
+    _, _, handlers = _recording_handlers(tmp_path)
     page = _page("overlap")
     first = handlers.cancel_flag(page, "one")
     assert handlers.stop(page, "two") is True
@@ -69,7 +63,7 @@ def test_a_stop_for_the_next_click_does_not_stop_the_run_still_ending(tmp_path: 
 
 def test_a_running_click_is_stopped_by_its_id_or_by_a_stop_without_one(tmp_path: Path) -> None:
     """A run without an id (one the page started without a click) is stopped by any Stop of its page."""
-    handlers = _handlers(tmp_path)
+    _, _, handlers = _recording_handlers(tmp_path)
     page = _page("running")
     flag = handlers.cancel_flag(page, "one")
     assert handlers.stop(page, "one") is True and flag.is_set()
@@ -99,7 +93,7 @@ def test_a_refused_click_has_no_run_and_its_stop_changes_nothing(tmp_path: Path)
 def test_an_id_the_page_does_not_make_counts_as_none(click, tmp_path: Path) -> None:
     """The id comes from the page (untrusted): anything but a short word is no id, and such a Stop acts as one
     without an id (nothing running, nothing checked: nothing happens)."""
-    handlers = _handlers(tmp_path)
+    _, _, handlers = _recording_handlers(tmp_path)
     page = _page("hostile")
     assert handlers.stop(page, click) is False
     assert not handlers.cancel_flag(page, click).is_set()
@@ -107,7 +101,7 @@ def test_an_id_the_page_does_not_make_counts_as_none(click, tmp_path: Path) -> N
 
 def test_the_remembered_clicks_are_bounded(monkeypatch, tmp_path: Path) -> None:
     monkeypatch.setattr(handlers_module, "CLICKS_KEPT", 8)
-    handlers = _handlers(tmp_path)
+    _, _, handlers = _recording_handlers(tmp_path)
     page = _page("flood")
     for number in range(50):
         assert handlers.stop(page, f"c{number}") is True
