@@ -50,6 +50,7 @@ from torch.ao.nn.quantized.dynamic import Linear as DynamicQuantLinear  # noqa: 
 
 from cosyvoice_ui.cosyvoice.engine import load_engine  # noqa: E402
 from cosyvoice_ui.cosyvoice.families import V1, V2, V3, VARIANT_FILE  # noqa: E402
+from cosyvoice_ui.cosyvoice.models.int8_kernel_linear import KernelInt8Linear  # noqa: E402
 from cosyvoice_ui.cosyvoice.models.linears import (Int4Linear, Int8RowsOnOneDNN, PackedLinear,  # noqa: E402
                                                    RowBlocksLinear)
 from cosyvoice_ui.cosyvoice.precision import PRECISIONS, settings_for  # noqa: E402
@@ -125,6 +126,9 @@ def llm_bytes_per_token(llm: nn.Module) -> int:
                 total += 0 if module.bias is None else module.bias.numel() * 4
             if isinstance(module, PackedLinear):  # weights outside the parameter list
                 total += module.in_features * module.out_features * 4
+                total += 0 if module.bias is None else module.bias.numel() * 4
+            if isinstance(module, KernelInt8Linear):  # int8 blocks (padding included), a scale and a sum per row
+                total += module.weight_blocks.numel() + module.weight_scale.numel() * 8
                 total += 0 if module.bias is None else module.bias.numel() * 4
             if isinstance(module, RowBlocksLinear):  # the same, with the padding rows a decoding step reads too
                 total += module.weight_blocks.numel() * 4

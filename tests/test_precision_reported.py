@@ -30,8 +30,16 @@ def test_health_and_models_report_the_precision_in_effect(tiny_sft: Path, tmp_pa
     assert "int8" in health["llm"]  # what the stage runs as, not only the mode's name
     from cosyvoice_ui.cosyvoice.models.linears import int8_matrix_units
 
-    # where the prefills run: oneDNN where the CPU has AMX (and the owner did not turn it off), else nowhere else
-    assert health["llm_rows"].startswith("oneDNN int8") if int8_matrix_units() else health["llm_rows"] == ""
+    from cosyvoice_ui.cosyvoice.kernels import int8_linear_available
+
+    # where the int8 rows run: prefills on oneDNN where the CPU has AMX (and the owner did not turn it off), else
+    # every call on the project's own kernel where it builds, else fbgemm (nothing to report)
+    if int8_matrix_units():
+        assert health["llm_rows"].startswith("oneDNN int8")
+    elif int8_linear_available():
+        assert health["llm_rows"].startswith("own int8 kernel")
+    else:
+        assert health["llm_rows"] == ""
     assert health["llm_step"] == "recorded graph"  # every family's one-row decoding step is recorded on a CPU
 
 

@@ -46,6 +46,8 @@ from typing import TYPE_CHECKING
 import torch
 
 from ..types import Precision
+from .kernels import int8_linear_available
+from .models.int8_kernel_linear import int8_linears_on_kernel
 from .models.linears import (INT4_GROUP, INT8_ONEDNN_MIN_ROWS, int4_kernels_available, int8_matrix_units,
                              int8_rows_on_onednn, one_row_layout, onednn_linear_works, pack_linears)
 
@@ -97,6 +99,11 @@ class FastSettings:
     # time at 200 rows); decoding stays on fbgemm. A second packed copy of the int8 weights, made at load
     # (~0.36 GB for v2/v3): a memory-tight host turns it off with COSYVOICE_ONEDNN_INT8_ROWS=0.
     onednn_int8_rows: bool = True
+    # Elsewhere, on AVX-512 VNNI CPUs: the int8 LLM on this project's own kernel (`kernels/`, built once per machine
+    # where a C++ compiler is at hand; else fbgemm as before). Same int8 weights, 8-bit activations per row; its
+    # one-row products stream the weights faster than fbgemm's (issue 26, fifteenth pass). COSYVOICE_INT8_KERNEL=0
+    # turns it off.
+    kernel_int8_llm: bool = True
 
 
 ONEDNN_ROWS_ENV = "COSYVOICE_ONEDNN_INT8_ROWS"  # "0": no oneDNN copy of the int8 LLM (prefills on fbgemm)
@@ -214,14 +221,20 @@ def llm_precision(llm: TransformerLM, precision: str, device: str, fast: FastSet
 
 def llm_rows_precision(llm: TransformerLM, precision: str, device: str, fast: FastSettings | None = None) -> dict:
     """After `llm_precision` (and after a prepared copy is written: the wrappers are not saved): the int8 LLM's
-    many-row calls on oneDNN where the CPU has int8 matrix units. Returns the record fields it changes."""
+    many-row calls on oneDNN where the CPU has int8 matrix units; elsewhere the int8 LLM on this project's own
+    kernel where it can be built (int4's prefill copies stay on fbgemm). Returns the record fields it changes."""
     if precision == "stock" or device != "cpu":
         return {}
     fast = fast or settings_for(precision)
-    if not fast.onednn_int8_rows or os.environ.get(ONEDNN_ROWS_ENV, "1") == "0" or not int8_matrix_units():
-        return {}
-    count = int8_rows_on_onednn(llm)
-    return {"llm_rows": f"oneDNN int8 for {INT8_ONEDNN_MIN_ROWS}+ rows ({count} linears)"} if count else {}
+    if fast.onednn_int8_rows and os.environ.get(ONEDNN_ROWS_ENV, "1") != "0" and int8_matrix_units():
+        count = int8_rows_on_onednn(llm)
+        return {"llm_rows": f"oneDNN int8 for {INT8_ONEDNN_MIN_ROWS}+ rows ({count} linears)"} if count else {}
+    int4 = fast.int4_llm and int4_kernels_available()
+    if fast.kernel_int8_llm and fast.int8_llm and not int4 and int8_linear_available():
+        llm.drop_decode_step()
+        count = int8_linears_on_kernel(llm)
+        return {"llm_rows": f"own int8 kernel, AVX-512 VNNI ({count} linears)"} if count else {}
+    return {}
 
 
 def llm_step_precision(llm: TransformerLM, device: str) -> dict:

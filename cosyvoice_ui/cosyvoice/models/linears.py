@@ -20,6 +20,8 @@ which of its linears; `precision.py` decides when).
   torch's int4 CPU kernel, bf16 activations: an eighth of the bytes, ~6 % error per layer (int8: ~1 %);
   the extra-fast precision only. That kernel is slow for many rows (a prefill: ~3x fbgemm's int8), so
   calls with more than one row go to an int8 dynamic copy of the same layer (+50 % of the int4 bytes).
+* `KernelInt8Linear` (in `int8_kernel_linear.py`): the same int8 weights on this project's own AVX-512 VNNI
+  kernel (`kernels/`), whose one-row products stream the weights faster than fbgemm's.
 * `Int8RowsOnOneDNN`: an int8 dynamic linear whose calls with many rows (a prefill) run oneDNN's int8 GEMM
   on the same int8 weights, where the CPU has int8 matrix units (AMX): 0.43x fbgemm's time at 200 rows.
   fbgemm stays for few rows (decoding), where it is faster. Costs a second, oneDNN-packed copy of the int8
@@ -445,3 +447,4 @@ def int8_rows_on_onednn(module: nn.Module, min_rows: int = INT8_ONEDNN_MIN_ROWS)
     for linear in targets:
         Int8RowsOnOneDNN.adopt(linear, min_rows)
     return len(targets)
+

@@ -1,0 +1,161 @@
+"""The project's own int8 linear kernel (kernels/int8_linear.cpp) and its layer (models/int8_kernel_linear.py):
+the same bits as its reference arithmetic in plain torch, a row's output independent of the rows beside it (so a
+batched decode or a prefill gives each row what a one-row step gives it), its input checks, and the fast tiny
+LLM on it decoding the same tokens batched and alone. Where the kernel cannot be built (no AVX-512 VNNI, no C++
+compiler) the kernel tests skip with the reason and the reference tests still run."""
+
+from __future__ import annotations
+
+import threading
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from cosyvoice_ui import load_engine
+from cosyvoice_ui.cosyvoice import kernels
+from cosyvoice_ui.cosyvoice.kernels import pack_levels, reference_int8_linear, why_not_int8_linear
+from cosyvoice_ui.cosyvoice.models.decode_batcher import DecodeBatcher
+from cosyvoice_ui.cosyvoice.models.int8_kernel_linear import KernelInt8Linear, int8_linears_on_kernel
+from cosyvoice_ui.cosyvoice.models.linears import int8_matrix_units, quantize_linears_int8
+from cosyvoice_ui.cosyvoice.models.sampling import greedy
+
+needs_kernel = pytest.mark.skipif(not kernels.int8_linear_available(),
+                                  reason=f"the int8 kernel is not available here: {why_not_int8_linear() or 'build failed'}")
+
+
+def _layer(n: int, k: int, seed: int, bias: bool = True):
+    g = torch.Generator().manual_seed(seed)
+    levels = torch.randint(-128, 128, (n, k), dtype=torch.int8, generator=g)
+    scales = torch.rand(n, generator=g) * 0.01 + 1e-3
+    return levels, scales, (torch.randn(n, generator=g) if bias else None)
+
+
+def test_the_reference_quantises_each_row_on_its_own() -> None:
+    levels, scales, bias = _layer(24, 40, 0)
+    x = torch.randn(5, 40, generator=torch.Generator().manual_seed(1))
+    x[2] *= 1000  # one row of a far larger range does not coarsen the others (one scale per row)
+    every = reference_int8_linear(x, levels, scales, bias)
+    for i in range(5):
+        assert torch.equal(reference_int8_linear(x[i : i + 1], levels, scales, bias), every[i : i + 1])
+    # close to the float product of the same int8 weights: 8-bit rows, ~0.4 % of a row's range per input
+    exact = x @ (levels.float() * scales[:, None]).t() + bias
+    assert float((every - exact).abs().max() / exact.abs().max()) < 0.02
+    assert torch.equal(reference_int8_linear(torch.zeros(1, 40), levels, scales, bias), bias[None])  # zero row
+
+
+def test_the_packed_layout_holds_every_value_once_zero_padded() -> None:
+    levels, _, _ = _layer(21, 10, 2)
+    packed = pack_levels(levels)
+    assert packed.shape == (2, 3, 16, 4) and packed.dtype == torch.int8
+    unpacked = packed.permute(0, 2, 1, 3).reshape(32, 12)
+    assert torch.equal(unpacked[:21, :10], levels)
+    assert not bool(unpacked[21:].any()) and not bool(unpacked[:, 10:].any())
+
+
+@needs_kernel
+@pytest.mark.parametrize("n,k", [(16, 64), (37, 70), (1152, 896), (5, 3), (40, 4864)])
+@pytest.mark.parametrize("bias", [True, False])
+def test_the_kernel_gives_the_reference_bits_for_any_row_count(n: int, k: int, bias: bool) -> None:
+    levels, scales, b = _layer(n, k, n + k, bias)
+    op = torch.ops.cosyvoice_kernels.int8_linear
+    packed, sums = pack_levels(levels), levels.sum(dim=1, dtype=torch.int32)
+    x = torch.randn(33, k, generator=torch.Generator().manual_seed(3))
+    with torch.inference_mode():
+        every = op(x, packed, n, scales, sums, b)
+        assert torch.equal(every, reference_int8_linear(x, levels, scales, b))
+        for rows in (0, 1, 2, 3, 4, 5, 17):  # decoding steps (1-4 rows), a small batch, a prefill-like call
+            assert torch.equal(op(x[:rows], packed, n, scales, sums, b), every[:rows])
+
+
+@needs_kernel
+def test_the_kernel_refuses_mismatched_inputs_with_a_message() -> None:
+    levels, scales, bias = _layer(16, 64, 4)
+    op = torch.ops.cosyvoice_kernels.int8_linear
+    packed, sums = pack_levels(levels), levels.sum(dim=1, dtype=torch.int32)
+    x = torch.randn(1, 64)
+    with pytest.raises(RuntimeError, match="x has 60 columns"):
+        op(torch.randn(1, 60), packed, 16, scales, sums, bias)
+    with pytest.raises(RuntimeError, match="float32"):
+        op(x.double(), packed, 16, scales, sums, bias)
+    with pytest.raises(RuntimeError, match="int8"):
+        op(x, packed.float(), 16, scales, sums, bias)
+    with pytest.raises(RuntimeError, match="outputs do not fit"):
+        op(x, packed, 17, scales, sums, bias)
+    with pytest.raises(RuntimeError, match="weight_sum"):
+        op(x, packed, 16, scales, sums.long(), bias)
+
+
+@needs_kernel
+def test_a_layer_on_the_kernel_takes_the_dynamic_layers_own_int8_weights() -> None:
+    torch.manual_seed(5)
+    model = nn.Sequential(nn.Linear(96, 50), nn.Linear(50, 30, bias=False))
+    reference = [(m.weight.detach().clone(), None if m.bias is None else m.bias.detach().clone()) for m in model]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        quantize_linears_int8(model)
+    levels = [layer._packed_params._weight_bias()[0] for layer in model]
+    assert int8_linears_on_kernel(model) == 2 and all(isinstance(m, KernelInt8Linear) for m in model)
+    x = torch.randn(3, 7, 96)
+    with torch.inference_mode():
+        y = model(x)
+        first = reference_int8_linear(x.reshape(-1, 96), levels[0].int_repr(),
+                                      levels[0].q_per_channel_scales().float(), reference[0][1])
+        assert torch.equal(model[0](x), first.reshape(3, 7, 50))
+    assert y.shape == (3, 7, 30)
+    exact = (x @ reference[0][0].t() + reference[0][1]) @ reference[1][0].t()
+    assert float((y - exact).abs().max() / exact.abs().max()) < 0.05  # int8 weights and rows: close to float
+
+
+@needs_kernel
+def test_the_fast_llm_decodes_on_the_kernel_and_a_batched_row_is_its_solo_row(tiny_v3: Path) -> None:
+    if int8_matrix_units():
+        pytest.skip("this CPU has int8 matrix units: fast prefills there run oneDNN's kernel instead")
+    engine = load_engine(tiny_v3, device="cpu", precision="fast")
+    lm = engine.llm
+    assert engine.info.precision.llm_rows.startswith("own int8 kernel")
+    assert any(isinstance(m, KernelInt8Linear) for m in lm.modules())
+    # one scale per row: a row stepped beside others is the same bits as alone (fbgemm shares one scale a call)
+    d = lm.speech_embedding.weight.size(1)
+    with torch.inference_mode():
+        caches, solo = [], []
+        for length in (3, 7):
+            prefix = torch.randn(1, length, d, generator=torch.Generator().manual_seed(length))
+            a, b = lm.llm.new_cache(), lm.llm.new_cache()
+            lm.llm.forward_step(prefix, a)
+            lm.llm.forward_step(prefix, b)
+            caches.append(a)
+            solo.append(b)
+        step = torch.randn(2, 1, d, generator=torch.Generator().manual_seed(0))
+        together = lm.llm.forward_rows(step, caches)
+        alone = torch.cat([lm.llm.forward_step(step[i : i + 1], solo[i]) for i in range(2)])
+    torch.testing.assert_close(together, alone, rtol=1e-5, atol=1e-5)  # attention per row: summation order only
+    g = torch.Generator().manual_seed(9)
+    requests = []
+    for i in range(3):
+        prompt_text = torch.randint(1, 50, (1, 3), generator=g)
+        prompt_text[0, -1] = lm.endofprompt_id
+        requests.append((torch.randint(1, 50, (1, 6), generator=g), prompt_text,
+                         torch.randint(0, lm.speech_token_size, (1, 5 + i), generator=g), None))
+    alone_tokens = [list(lm.inference(*r, sampler=greedy, max_len=10, min_len=2)) for r in requests]
+    batcher = DecodeBatcher(lm, width=3)
+    try:
+        results: list[list[int]] = [[] for _ in requests]
+        iterators = [batcher.inference(*r, sampler=greedy, max_len=10, min_len=2) for r in requests]
+        threads = [threading.Thread(target=lambda i=i: results[i].extend(iterators[i])) for i in range(3)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+    finally:
+        batcher.close()
+    assert results == alone_tokens
+
+
+def test_the_kernel_can_be_turned_off(monkeypatch) -> None:
+    monkeypatch.setenv(kernels.KERNEL_ENV, "0")
+    assert why_not_int8_linear() == f"{kernels.KERNEL_ENV}=0"
+    monkeypatch.setenv(kernels.KERNEL_DIR_ENV, "/nonexistent-cache")
+    assert str(kernels.kernel_dir()) == "/nonexistent-cache"
