@@ -159,3 +159,27 @@ def test_the_kernel_can_be_turned_off(monkeypatch) -> None:
     assert why_not_int8_linear() == f"{kernels.KERNEL_ENV}=0"
     monkeypatch.setenv(kernels.KERNEL_DIR_ENV, "/nonexistent-cache")
     assert str(kernels.kernel_dir()) == "/nonexistent-cache"
+
+
+def test_a_failed_build_keeps_fbgemm_and_is_not_retried_by_every_process(monkeypatch, tmp_path) -> None:
+    monkeypatch.setenv(kernels.KERNEL_DIR_ENV, str(tmp_path))
+    monkeypatch.setattr(kernels, "why_not_int8_linear", lambda: None)
+    monkeypatch.setattr(kernels, "_load", lambda: (_ for _ in ()).throw(RuntimeError("x.cpp:1: error: no compiler")))
+    available = kernels.int8_linear_available.__wrapped__  # the uncached function: a fresh process's first call
+    assert available() is False
+    mark = kernels.build_folder() / kernels.FAILED_MARK
+    assert mark.read_text(encoding="utf-8").strip() == "x.cpp:1: error: no compiler"
+    calls = []
+    monkeypatch.setattr(kernels, "_load", lambda: calls.append(1))
+    assert available() is False and calls == []  # the next process does not build again
+    mark.unlink()
+    monkeypatch.setattr(kernels, "_probe", lambda: True)
+    assert available() is True and calls == [1]  # deleting the mark retries
+
+
+def test_an_unwritable_cache_keeps_fbgemm(monkeypatch, tmp_path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv(kernels.KERNEL_DIR_ENV, str(blocker / "kernels"))  # a folder cannot be made under a file
+    monkeypatch.setattr(kernels, "why_not_int8_linear", lambda: None)
+    assert kernels.int8_linear_available.__wrapped__() is False

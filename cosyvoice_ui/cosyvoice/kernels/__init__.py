@@ -32,6 +32,7 @@ CFLAGS = ("-O3", "-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mavx51
           "-ffp-contract=off")  # no fused multiply-adds: every path rounds the same way
 # torch's wheel ships its own libgomp.so.1, already loaded in the process: the kernel joins its OpenMP threads.
 LDFLAGS = ("-fopenmp",)
+FAILED_MARK = "BUILD_FAILED"  # written into a build folder whose build failed, with the compiler's last line
 REQUIRED_CPU_FLAGS = frozenset({"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_vnni"})
 
 
@@ -87,10 +88,23 @@ def int8_linear_available() -> bool:
         log.info("int8 decoding kernel not used: %s", reason)
         return False
     try:
+        failed = build_folder() / FAILED_MARK
+    except OSError as error:  # an unwritable cache: nowhere to build
+        log.warning("int8 decoding kernel not used: its build folder cannot be made (%s)", error.strerror or error)
+        return False
+    if failed.exists():  # a build that failed here once is not retried by every process (delete the file to retry)
+        log.info("int8 decoding kernel not used: its build failed before (%s)", failed)
+        return False
+    try:
         _load()
         agrees = _probe()
     except Exception as error:  # a failed compile or load: keep fbgemm, say why in the log
-        log.warning("int8 decoding kernel not used: building it failed (%s)", str(error).strip().splitlines()[-1:])
+        message = (str(error).strip().splitlines() or ["unknown error"])[-1]
+        log.warning("int8 decoding kernel not used: building it failed (%s)", message)
+        try:
+            failed.write_text(message + "\n", encoding="utf-8")
+        except OSError:
+            pass
         return False
     if not agrees:
         log.warning("int8 decoding kernel not used: its probe disagreed with the reference arithmetic")
@@ -102,12 +116,17 @@ def _load() -> None:
         return
     from torch.utils.cpp_extension import load_inline
 
-    key = build_key()
-    folder = kernel_dir() / f"int8_linear-{key}"
-    folder.mkdir(parents=True, exist_ok=True)
     log.info("loading the int8 decoding kernel (built once per machine, ~30 s the first time)")
-    load_inline(f"cosyvoice_int8_linear_{key}", cpp_sources=[SOURCE.read_text()], extra_cflags=list(CFLAGS),
-                extra_ldflags=list(LDFLAGS), build_directory=str(folder), is_python_module=False, verbose=False)
+    load_inline(f"cosyvoice_int8_linear_{build_key()}", cpp_sources=[SOURCE.read_text()], extra_cflags=list(CFLAGS),
+                extra_ldflags=list(LDFLAGS), build_directory=str(build_folder()), is_python_module=False,
+                verbose=False)
+
+
+def build_folder() -> Path:
+    """This source's build folder under `kernel_dir()` (made if missing)."""
+    folder = kernel_dir() / f"int8_linear-{build_key()}"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
 
 
 def reference_int8_linear(x: torch.Tensor, levels: torch.Tensor, scales: torch.Tensor,
