@@ -230,7 +230,8 @@ def llm_rows_precision(llm: TransformerLM, precision: str, device: str, fast: Fa
         count = int8_rows_on_onednn(llm)
         return {"llm_rows": f"oneDNN int8 for {INT8_ONEDNN_MIN_ROWS}+ rows ({count} linears)"} if count else {}
     int4 = fast.int4_llm and int4_kernels_available()
-    if fast.kernel_int8_llm and fast.int8_llm and not int4 and int8_linear_available():
+    # AMX machines keep fbgemm for decoding (the kernel was not measured on one), with or without oneDNN's prefills.
+    if fast.kernel_int8_llm and fast.int8_llm and not int4 and not int8_matrix_units() and int8_linear_available():
         llm.drop_decode_step()
         count = int8_linears_on_kernel(llm)
         return {"llm_rows": f"own int8 kernel, AVX-512 VNNI ({count} linears)"} if count else {}
