@@ -21,6 +21,7 @@ from ..engine import report
 from ..errors import CheckpointError, ConfigError
 from ..heap import trim_heap
 from ..types import EngineInfo, Precision, ProgressCallback
+from . import kernels
 from .checkpoint import mapped_pages_dropped, read_state_dict
 from .config import ModelConfig, read_yaml
 from .device import resolve_device
@@ -176,6 +177,8 @@ def load_parts(model_dir: Path, device: str = "auto", progress: ProgressCallback
                                         folder.path).to(device),
         lambda model: llm_precision(model, precision, device, fast))
     done.update(llm_done)
+    if precision != "stock" and converting and kernels.builds_now():
+        report(progress, "load", 0.45, "building the int8 decoding kernel for this CPU (once per machine, ~30 s)")
     done.update(llm_rows_precision(llm, precision, device, fast))
     done.update(llm_step_precision(llm, device))  # after every re-layout of the LLM's weights
     trim_heap()  # the oneDNN copies were made from unpacked int8 weights, one layer at a time

@@ -183,3 +183,14 @@ def test_an_unwritable_cache_keeps_fbgemm(monkeypatch, tmp_path) -> None:
     monkeypatch.setenv(kernels.KERNEL_DIR_ENV, str(blocker / "kernels"))  # a folder cannot be made under a file
     monkeypatch.setattr(kernels, "why_not_int8_linear", lambda: None)
     assert kernels.int8_linear_available.__wrapped__() is False
+
+
+def test_a_load_says_when_it_builds_the_kernel(monkeypatch, tmp_path) -> None:
+    monkeypatch.setenv(kernels.KERNEL_DIR_ENV, str(tmp_path))
+    monkeypatch.setattr(kernels, "why_not_int8_linear", lambda: None)
+    monkeypatch.setattr(kernels.int8_linear_available, "cache_info", lambda: type("Info", (), {"currsize": 0})())
+    assert kernels.builds_now()  # an empty cache: the next call compiles
+    (kernels.build_folder() / "cosyvoice_int8_linear_x.so").write_bytes(b"")
+    assert not kernels.builds_now()  # built before: loaded in a moment
+    monkeypatch.setattr(kernels, "why_not_int8_linear", lambda: "no C++ compiler")
+    assert not kernels.builds_now()

@@ -111,6 +111,18 @@ def int8_linear_available() -> bool:
     return agrees
 
 
+def builds_now() -> bool:
+    """True when the next `int8_linear_available()` call will compile the kernel (this process has not asked yet,
+    the machine may run it, and no build or failed build is in the cache): a loader can say so first."""
+    if int8_linear_available.cache_info().currsize or why_not_int8_linear() is not None:
+        return False
+    try:
+        folder = build_folder()
+    except OSError:
+        return False
+    return not (folder / FAILED_MARK).exists() and not any(folder.glob("*.so"))
+
+
 def _load() -> None:
     if hasattr(torch.ops, "cosyvoice_kernels") and hasattr(torch.ops.cosyvoice_kernels, "int8_linear"):
         return

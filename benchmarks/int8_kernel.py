@@ -1,0 +1,129 @@
+"""The fast LLM on the project's own int8 kernel against fbgemm's dynamic linears, alternating in one process.
+
+    python benchmarks/int8_kernel.py --family v3 --rounds 6
+    python benchmarks/int8_kernel.py --tiny --rounds 1 --json                 # smoke test (CI)
+
+Loads the family's folder twice in fast mode: as it loads here (the kernel, where `kernels.int8_linear_available()`)
+and with `FastSettings(kernel_int8_llm=False)` (fbgemm), renders the benchmark workload once with each as a warm-up,
+then alternates whole renders, the order swapped every round. Also times one-row decoding steps of each engine's
+LLM alone (position ~200, 40 steps, alternating). Printed: medians [min-max] of decode ms/token, RTF and prefill
+seconds per engine, the kernel ÷ fbgemm ratio of each round's decode, and of the step medians. On a machine where the
+kernel is not available it says why and times nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+HERE = Path(__file__).resolve().parent
+for path in (REPO, HERE):
+    if str(path) not in sys.path:
+        sys.path.insert(0, str(path))
+
+import cosyvoice_ui  # noqa: E402, F401  (sets OpenMP's spin count before torch loads, as the app does)
+import torch  # noqa: E402
+
+from cosyvoice_ui.cosyvoice import kernels  # noqa: E402
+from cosyvoice_ui.cosyvoice.engine import load_engine  # noqa: E402
+from cosyvoice_ui.cosyvoice.precision import settings_for  # noqa: E402
+from cosyvoice_ui.testing.signals import voice_clip  # noqa: E402
+
+from workload import Workload, build_input, render_offline  # noqa: E402
+
+
+def step_ms(engine, steps: int, position: int) -> float:
+    """Median ms of `steps` one-row decoding steps of the engine's LLM after a `position`-row prefill."""
+    llm = engine.llm.llm
+    width = engine.llm.speech_embedding.weight.size(1)
+    generator = torch.Generator().manual_seed(0)
+    with torch.inference_mode():
+        cache = llm.new_cache(reserve=position + steps + 8)
+        llm.forward_step(torch.randn(1, position, width, generator=generator) * 0.1, cache)
+        one = torch.randn(1, 1, width, generator=generator) * 0.1
+        for _ in range(3):
+            llm.forward_step(one, cache)
+        times = []
+        for _ in range(steps):
+            start = time.perf_counter()
+            llm.forward_step(one, cache)
+            times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1000
+
+
+def spread(values: list[float]) -> dict[str, float]:
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--family", default="v3", choices=("v1", "v2", "v3"))
+    parser.add_argument("--model-dir", type=Path)
+    parser.add_argument("--tiny", action="store_true")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--cache-dir", type=Path)
+    parser.add_argument("--json", action="store_true", help="also print the numbers as one JSON line")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    if not kernels.int8_linear_available():
+        reason = kernels.why_not_int8_linear() or "its build failed or its probe disagreed (see the log)"
+        print(f"the int8 kernel is not available here: {reason}; nothing to compare")
+        if args.json:
+            print(json.dumps({"available": False, "reason": reason}))
+        return
+
+    from bench_engine import DEFAULT_CACHE, FAMILIES, full_size_folder, tiny_folder
+
+    with tempfile.TemporaryDirectory() as scratch:
+        folder = args.model_dir or (tiny_folder(Path(scratch), args.family) if args.tiny
+                                    else full_size_folder(args.cache_dir or DEFAULT_CACHE, args.family))
+        fbgemm = dataclasses.replace(settings_for("fast"), kernel_int8_llm=False)
+        engines = {"kernel": load_engine(folder, device="cpu", precision="fast", threads=args.threads),
+                   "fbgemm": load_engine(folder, device="cpu", precision="fast", threads=args.threads, fast=fbgemm)}
+        assert engines["kernel"].info.precision.llm_rows.startswith("own int8 kernel"), "the kernel was not applied"
+        assert not engines["fbgemm"].info.precision.llm_rows, "the fbgemm engine took another layout"
+        spec = FAMILIES[args.family]
+        workload = Workload.for_family(spec.token_rate, spec.mel_rate)
+        inputs = {name: build_input(e, e.encode_voice(voice_clip(workload.prompt_seconds, rate=16000)), workload)
+                  for name, e in engines.items()}
+        tokens = workload.output_tokens
+        for name, engine in engines.items():  # warm-up
+            render_offline(engine, inputs[name], tokens, seed=0)
+        runs: dict[str, list[tuple[float, float, float]]] = {name: [] for name in engines}
+        for round_ in range(args.rounds):
+            for name in (("kernel", "fbgemm") if round_ % 2 == 0 else ("fbgemm", "kernel")):
+                wall, times, wave = render_offline(engines[name], inputs[name], tokens, seed=round_)
+                audio_s = wave.numel() / engines[name].info.sample_rate
+                runs[name].append((times.llm_decode_s / tokens * 1000, wall / audio_s, times.llm_prefill_s))
+        steps: dict[str, list[float]] = {name: [] for name in engines}
+        for _ in range(3):
+            for name, engine in engines.items():
+                steps[name].append(step_ms(engine, 40, 200))
+    report = {"available": True, "folder": folder.name, "threads": args.threads, "rounds": args.rounds}
+    print(f"{folder.name}, fast, {args.threads} threads, {args.rounds} alternating rounds of whole renders")
+    for name, rows in runs.items():
+        decode, rtf, prefill = (spread([row[i] for row in rows]) for i in range(3))
+        step = spread(steps[name])
+        report[name] = {"decode_ms_per_token": decode, "rtf": rtf, "prefill_s": prefill, "step_ms": step}
+        print(f"  {name:<7} decode {decode['median']:6.1f} ms/token [{decode['min']:.1f}-{decode['max']:.1f}]"
+              f"  RTF {rtf['median']:.3f} [{rtf['min']:.3f}-{rtf['max']:.3f}]  prefill {prefill['median']:.3f} s"
+              f"  one step {step['median']:.2f} ms")
+    ratios = [k[0] / f[0] for k, f in zip(runs["kernel"], runs["fbgemm"])]
+    report["decode_ratio_per_round"] = ratios
+    report["step_ratio"] = report["kernel"]["step_ms"]["median"] / report["fbgemm"]["step_ms"]["median"]
+    print("  kernel ÷ fbgemm, decode per round: " + " ".join(f"{r:.2f}" for r in ratios)
+          + f"; one step: {report['step_ratio']:.2f}")
+    if args.json:
+        print(json.dumps(report))
+
+
+if __name__ == "__main__":
+    main()
