@@ -194,3 +194,16 @@ def test_a_load_says_when_it_builds_the_kernel(monkeypatch, tmp_path) -> None:
     assert not kernels.builds_now()  # built before: loaded in a moment
     monkeypatch.setattr(kernels, "why_not_int8_linear", lambda: "no C++ compiler")
     assert not kernels.builds_now()
+
+
+def test_a_layer_with_zero_points_stays_on_fbgemm() -> None:
+    from torch.ao.nn.quantized.dynamic import Linear as DynamicQuantLinear
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        layer = DynamicQuantLinear(8, 4, dtype=torch.qint8)
+        layer.set_weight_bias(torch.quantize_per_tensor(torch.randn(4, 8), 0.05, 3, torch.qint8), None)
+    model = nn.Sequential(layer)
+    with pytest.raises(ValueError, match="zero points"):
+        KernelInt8Linear.from_dynamic(layer)
+    assert int8_linears_on_kernel(model) == 0 and model[0] is layer

@@ -59,10 +59,15 @@ class KernelInt8Linear(nn.Module):
 
 def int8_linears_on_kernel(module: nn.Module) -> int:
     """Replace every plain int8 dynamic linear under `module` by a `KernelInt8Linear`, in place, one layer at a
-    time (its fbgemm copy is freed as the new one is made); returns how many. Call only when
-    `kernels.int8_linear_available()`."""
-    targets = [(name, m) for name, m in module.named_modules() if type(m) is DynamicQuantLinear]
-    for name, linear in targets:
+    time (its fbgemm copy is freed as the new one is made); returns how many. A layer whose weights have zero points
+    (not what this project's quantisation makes) stays on fbgemm. Call only when `kernels.int8_linear_available()`."""
+    count = 0
+    for name, linear in [(name, m) for name, m in module.named_modules() if type(m) is DynamicQuantLinear]:
+        try:
+            replacement = KernelInt8Linear.from_dynamic(linear)
+        except ValueError:
+            continue
         parent_name, _, child = name.rpartition(".")
-        setattr(module.get_submodule(parent_name) if parent_name else module, child, KernelInt8Linear.from_dynamic(linear))
-    return len(targets)
+        setattr(module.get_submodule(parent_name) if parent_name else module, child, replacement)
+        count += 1
+    return count
