@@ -1,7 +1,7 @@
 """Kernels of our own, compiled for this machine at first use and cached (issue 26).
 
 `int8_linear.cpp`: int8 linears whose one-row products (decoding steps) stream the weights faster than fbgemm's
-dynamic linear on AVX-512 VNNI CPUs (`KernelInt8Linear` in models/linears.py uses it). It needs a C++ compiler
+dynamic linear on AVX-512 VNNI CPUs (`KernelInt8Linear` in models/int8_kernel_linear.py uses it). It needs a C++ compiler
 and torch's headers (both come with a development machine, not with a slim container image); it is built once
 per source, torch version and flags into the user's cache (~30 s on 2 cores) and loaded from there afterwards.
 Wherever it cannot be built, or its probe disagrees with the reference arithmetic, `int8_linear_available()`
@@ -75,7 +75,7 @@ def why_not_int8_linear() -> str | None:
     missing = REQUIRED_CPU_FLAGS - cpu_flags()
     if missing:
         return f"the CPU lacks {', '.join(sorted(missing))}"
-    if not (shutil.which("c++") or shutil.which("g++")):
+    if not shutil.which(os.environ.get("CXX", "c++")):  # the compiler torch's extension loader calls
         return "no C++ compiler"
     return None
 

@@ -109,7 +109,7 @@ at::Tensor int8_linear(const at::Tensor& x, const at::Tensor& weight, int64_t ou
   const float* w_scale = weight_scale.data_ptr<float>();
   const int32_t* w_sum = weight_sum.data_ptr<int32_t>();
   float* out = y.data_ptr<float>();
-  const int64_t grain = rows > 4 ? 1 : 4;  // a one-row call splits only layers of 8+ blocks over the threads
+  const int64_t grain = rows > 4 ? 1 : 4;  // up to 4 rows: a layer of 4 blocks (64 outputs) or fewer stays on one thread
   at::parallel_for(0, blocks, grain, [&](int64_t begin, int64_t end) {
     alignas(64) int32_t dots[4 * kBlockRows];
     for (int64_t blk = begin; blk < end; ++blk) {
