@@ -2,8 +2,9 @@
 
 Decoding steps are one-row products bound by how fast the weights stream. fbgemm's dynamic linear streams a v3
 decoding step's 121 int8 linears at ~21 GB/s on 2 threads of an AMD Zen 4 where a plain read runs 32-52 GB/s;
-this kernel's layout is one sequential stream per layer, and the step took 0.71x fbgemm's time (issue 26, fifteenth
-pass). Calls of many rows (a prefill) run the same kernel, block by block, at about fbgemm's speed.
+this kernel's layout is one sequential stream per layer, and the decode took 0.70-0.99x fbgemm's time per token
+(issue 26, fifteenth pass, alternating runs). Calls of many rows (a prefill) run the same kernel, block by block, at
+about fbgemm's speed or better.
 """
 
 from __future__ import annotations
