@@ -63,12 +63,14 @@ def int8_linears_on_kernel(module: nn.Module) -> int:
     time (its fbgemm copy is freed as the new one is made); returns how many. A layer whose weights have zero points
     (not what this project's quantisation makes) stays on fbgemm. Call only when `kernels.int8_linear_available()`."""
     count = 0
-    for name, linear in [(name, m) for name, m in module.named_modules() if type(m) is DynamicQuantLinear]:
+    # Names only: holding the layers themselves would keep every fbgemm copy alive until the last is replaced.
+    for name in [name for name, m in module.named_modules() if type(m) is DynamicQuantLinear]:
+        parent_name, _, child = name.rpartition(".")
+        parent = module.get_submodule(parent_name) if parent_name else module
         try:
-            replacement = KernelInt8Linear.from_dynamic(linear)
+            replacement = KernelInt8Linear.from_dynamic(getattr(parent, child))
         except ValueError:
             continue
-        parent_name, _, child = name.rpartition(".")
-        setattr(module.get_submodule(parent_name) if parent_name else module, child, replacement)
+        setattr(parent, child, replacement)  # the fbgemm layer goes here
         count += 1
     return count
