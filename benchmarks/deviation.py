@@ -31,11 +31,10 @@ import torch
 from torch import nn
 
 from cosyvoice_ui.cosyvoice.checkpoint import read_state_dict
-from cosyvoice_ui.cosyvoice.kernels import int8_linear_available
-from cosyvoice_ui.cosyvoice.models.int8_kernel_linear import int8_linears_on_kernel
-from cosyvoice_ui.cosyvoice.models.linears import Int4Linear, int4_kernels_available, int8_matrix_units
+from cosyvoice_ui.cosyvoice.models.linears import Int4Linear, int4_kernels_available
 from cosyvoice_ui.cosyvoice.models.nsf import CausalSineGen2, FixedNSFNoise, NSFNoise
-from cosyvoice_ui.cosyvoice.precision import FastSettings, bf16_is_native, int8_estimator_wanted, settings_for
+from cosyvoice_ui.cosyvoice.precision import (FastSettings, bf16_is_native, int8_estimator_wanted, llm_rows_precision,
+                                              settings_for)
 from cosyvoice_ui.cosyvoice.registry import backend_for
 
 THRESHOLD = 0.25  # mel L1 ÷ the noise-seed spread; above it a change is not fast mode
@@ -254,8 +253,7 @@ def llm_deviation(engine, model_input, tokens: list[int], bits: int = 8) -> dict
                 module.int8_for_rows = False
     else:
         int8.quantize_int8()
-        if int8_linear_available() and not int8_matrix_units():  # what fast decodes on here (precision.py)
-            int8_linears_on_kernel(int8)
+        llm_rows_precision(int8, "fast", "cpu")  # the layout fast's int8 rows take on this CPU, as the loader does
     args = (model_input.text, model_input.prompt_text, model_input.llm_prompt_tokens, model_input.llm_embedding,
             torch.tensor([tokens], dtype=torch.long))
     with torch.inference_mode():

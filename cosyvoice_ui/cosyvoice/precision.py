@@ -47,7 +47,6 @@ import torch
 
 from ..types import Precision
 from .kernels import int8_linear_available
-from .models.int8_kernel_linear import int8_linears_on_kernel
 from .models.linears import (INT4_GROUP, INT8_ONEDNN_MIN_ROWS, int4_kernels_available, int8_matrix_units,
                              int8_rows_on_onednn, one_row_layout, onednn_linear_works, pack_linears)
 
@@ -232,8 +231,7 @@ def llm_rows_precision(llm: TransformerLM, precision: str, device: str, fast: Fa
     int4 = fast.int4_llm and int4_kernels_available()
     # AMX machines keep fbgemm for decoding (the kernel was not measured on one), with or without oneDNN's prefills.
     if fast.kernel_int8_llm and fast.int8_llm and not int4 and not int8_matrix_units() and int8_linear_available():
-        llm.drop_decode_step()
-        count = int8_linears_on_kernel(llm)
+        count = llm.int8_linears_on_kernel()
         return {"llm_rows": f"own int8 kernel, AVX-512 VNNI ({count} linears)"} if count else {}
     return {}
 

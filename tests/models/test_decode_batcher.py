@@ -14,7 +14,8 @@ import torch
 
 from cosyvoice_ui import Mode, SynthesisRequest, load_engine
 from cosyvoice_ui.cosyvoice.models.decode_batcher import DecodeBatcher, batches
-from cosyvoice_ui.cosyvoice.models.linears import onednn_linear_works
+from cosyvoice_ui.cosyvoice.kernels import int8_linear_available
+from cosyvoice_ui.cosyvoice.models.linears import int8_matrix_units, onednn_linear_works
 from cosyvoice_ui.cosyvoice.models.sampling import greedy
 from cosyvoice_ui.testing.signals import voice_clip
 
@@ -22,6 +23,19 @@ from cosyvoice_ui.testing.signals import voice_clip
 @pytest.fixture(scope="module")
 def v3_engine(tiny_v3: Path):
     return load_engine(tiny_v3, device="cpu")
+
+
+@pytest.fixture(scope="module", params=["stock", "fast on the own int8 kernel"])
+def rows_engine(request, v3_engine, tiny_v3: Path):
+    """The engines whose batched rows compute what they compute alone: stock, and fast where its int8 rows run on the
+    project's kernel (one scale a row; fbgemm's one scale a call can move a row with its neighbours)."""
+    if request.param == "stock":
+        return v3_engine
+    if not int8_linear_available() or int8_matrix_units():
+        pytest.skip("fast runs fbgemm's or oneDNN's int8 rows on this machine, not the project's kernel")
+    engine = load_engine(tiny_v3, device="cpu", precision="fast")
+    assert engine.info.precision.llm_rows.startswith("own int8 kernel")
+    return engine
 
 
 def _inputs(engine, seed: int, n_text: int = 6):
@@ -36,8 +50,8 @@ def _inputs(engine, seed: int, n_text: int = 6):
     return text, prompt_text, prompt_speech, None
 
 
-def test_rows_stepped_together_equal_each_row_alone(v3_engine) -> None:
-    lm = v3_engine.llm
+def test_rows_stepped_together_equal_each_row_alone(rows_engine) -> None:
+    lm = rows_engine.llm
     d = lm.speech_embedding.weight.size(1)
     caches, solo, prefixes = [], [], []
     with torch.inference_mode():
@@ -56,11 +70,11 @@ def test_rows_stepped_together_equal_each_row_alone(v3_engine) -> None:
     assert [c.length for c in caches] == [4, 8, 12] == [c.length for c in solo]
 
 
-def test_batched_decodes_give_each_request_its_own_tokens(v3_engine) -> None:
-    lm = v3_engine.llm
+def test_batched_decodes_give_each_request_its_own_tokens(rows_engine) -> None:
+    lm = rows_engine.llm
     batcher = DecodeBatcher(lm, width=3)
     try:
-        requests = [_inputs(v3_engine, seed) for seed in range(4)]  # 4 requests, 3 rows: one waits, then joins
+        requests = [_inputs(rows_engine, seed) for seed in range(4)]  # 4 requests, 3 rows: one waits, then joins
         alone = [list(lm.inference(*r, sampler=greedy, max_len=12 + i, min_len=2))
                  for i, r in enumerate(requests)]
         iterators = [batcher.inference(*r, sampler=greedy, max_len=12 + i, min_len=2)

@@ -1,26 +1,24 @@
 """The project's own int8 linear kernel (kernels/int8_linear.cpp) and its layer (models/int8_kernel_linear.py):
 the same bits as its reference arithmetic in plain torch, a row's output independent of the rows beside it (so a
 batched decode or a prefill gives each row what a one-row step gives it), its input checks, and the fast tiny
-LLM on it decoding the same tokens batched and alone. Where the kernel cannot be built (no AVX-512 VNNI, no C++
+LLM on it (its batched rows against solo rows: test_decode_batcher.py). Where the kernel cannot be built (no AVX-512 VNNI, no C++
 compiler) the kernel tests skip with the reason and the reference tests still run."""
 
 from __future__ import annotations
 
-import threading
 import warnings
 from pathlib import Path
 
 import pytest
 import torch
 from torch import nn
+from torch.ao.nn.quantized.dynamic import Linear as DynamicQuantLinear
 
 from cosyvoice_ui import load_engine
 from cosyvoice_ui.cosyvoice import kernels
 from cosyvoice_ui.cosyvoice.kernels import pack_levels, reference_int8_linear, why_not_int8_linear
-from cosyvoice_ui.cosyvoice.models.decode_batcher import DecodeBatcher
 from cosyvoice_ui.cosyvoice.models.int8_kernel_linear import KernelInt8Linear, int8_linears_on_kernel
 from cosyvoice_ui.cosyvoice.models.linears import int8_matrix_units, quantize_linears_int8
-from cosyvoice_ui.cosyvoice.models.sampling import greedy
 
 needs_kernel = pytest.mark.skipif(not kernels.int8_linear_available(),
                                   reason=f"the int8 kernel is not available here: {why_not_int8_linear() or 'build failed'}")
@@ -110,48 +108,15 @@ def test_a_layer_on_the_kernel_takes_the_dynamic_layers_own_int8_weights() -> No
 
 
 @needs_kernel
-def test_the_fast_llm_decodes_on_the_kernel_and_a_batched_row_is_its_solo_row(tiny_v3: Path) -> None:
+def test_the_fast_llm_decodes_on_the_kernel(tiny_v3: Path) -> None:
     if int8_matrix_units():
         pytest.skip("this CPU has int8 matrix units: fast prefills there run oneDNN's kernel instead")
     engine = load_engine(tiny_v3, device="cpu", precision="fast")
-    lm = engine.llm
     assert engine.info.precision.llm_rows.startswith("own int8 kernel")
-    assert any(isinstance(m, KernelInt8Linear) for m in lm.modules())
-    # one scale per row: a row stepped beside others is the same bits as alone (fbgemm shares one scale a call)
-    d = lm.speech_embedding.weight.size(1)
-    with torch.inference_mode():
-        caches, solo = [], []
-        for length in (3, 7):
-            prefix = torch.randn(1, length, d, generator=torch.Generator().manual_seed(length))
-            a, b = lm.llm.new_cache(), lm.llm.new_cache()
-            lm.llm.forward_step(prefix, a)
-            lm.llm.forward_step(prefix, b)
-            caches.append(a)
-            solo.append(b)
-        step = torch.randn(2, 1, d, generator=torch.Generator().manual_seed(0))
-        together = lm.llm.forward_rows(step, caches)
-        alone = torch.cat([lm.llm.forward_step(step[i : i + 1], solo[i]) for i in range(2)])
-    torch.testing.assert_close(together, alone, rtol=1e-5, atol=1e-5)  # attention per row: summation order only
-    g = torch.Generator().manual_seed(9)
-    requests = []
-    for i in range(3):
-        prompt_text = torch.randint(1, 50, (1, 3), generator=g)
-        prompt_text[0, -1] = lm.endofprompt_id
-        requests.append((torch.randint(1, 50, (1, 6), generator=g), prompt_text,
-                         torch.randint(0, lm.speech_token_size, (1, 5 + i), generator=g), None))
-    alone_tokens = [list(lm.inference(*r, sampler=greedy, max_len=10, min_len=2)) for r in requests]
-    batcher = DecodeBatcher(lm, width=3)
-    try:
-        results: list[list[int]] = [[] for _ in requests]
-        iterators = [batcher.inference(*r, sampler=greedy, max_len=10, min_len=2) for r in requests]
-        threads = [threading.Thread(target=lambda i=i: results[i].extend(iterators[i])) for i in range(3)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(60)
-    finally:
-        batcher.close()
-    assert results == alone_tokens
+    assert any(isinstance(m, KernelInt8Linear) for m in engine.llm.modules())
+    assert not any(type(m) is DynamicQuantLinear for m in engine.llm.modules())  # every int8 layer moved
+    assert engine.llm.has_decode_step()  # recorded again after the re-layout
+    # Batched rows against solo rows on this engine: tests/models/test_decode_batcher.py (`rows_engine`).
 
 
 def test_the_kernel_can_be_turned_off(monkeypatch) -> None:
@@ -197,8 +162,6 @@ def test_a_load_says_when_it_builds_the_kernel(monkeypatch, tmp_path) -> None:
 
 
 def test_a_layer_with_zero_points_stays_on_fbgemm() -> None:
-    from torch.ao.nn.quantized.dynamic import Linear as DynamicQuantLinear
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         layer = DynamicQuantLinear(8, 4, dtype=torch.qint8)

@@ -124,7 +124,7 @@ def builds_now() -> bool:
 
 
 def _load() -> None:
-    if hasattr(torch.ops, "cosyvoice_kernels") and hasattr(torch.ops.cosyvoice_kernels, "int8_linear"):
+    if hasattr(torch.ops.cosyvoice_kernels, "int8_linear"):  # loaded earlier in this process
         return
     from torch.utils.cpp_extension import load_inline
 

@@ -14,6 +14,7 @@ from torch import nn
 from torch.ao.nn.quantized.dynamic import Linear as DynamicQuantLinear
 
 from ..kernels import pack_levels
+from .linears import symmetric_int8_weights
 
 
 class KernelInt8Linear(nn.Module):
@@ -36,17 +37,10 @@ class KernelInt8Linear(nn.Module):
 
     @classmethod
     def from_dynamic(cls, dynamic: DynamicQuantLinear) -> KernelInt8Linear:
-        weight, bias = dynamic._packed_params._weight_bias()
-        levels = weight.int_repr()
-        if weight.qscheme() in (torch.per_channel_affine, torch.per_channel_symmetric):
-            scales, zeros = weight.q_per_channel_scales(), weight.q_per_channel_zero_points()
-        else:
-            scales = torch.full((levels.size(0),), weight.q_scale(), dtype=torch.float64)
-            zeros = torch.full((levels.size(0),), weight.q_zero_point(), dtype=torch.long)
-        if bool((zeros != 0).any()):
-            raise ValueError("the int8 kernel takes symmetric weights; this layer's have zero points")
+        """The layer for `dynamic`'s own int8 weights (ValueError where they have zero points)."""
+        levels, scales, bias = symmetric_int8_weights(dynamic)
         return cls(pack_levels(levels), levels.size(0), levels.size(1), scales.float().contiguous(),
-                   levels.sum(dim=1, dtype=torch.int32), None if bias is None else bias.detach().float().contiguous())
+                   levels.sum(dim=1, dtype=torch.int32), None if bias is None else bias.float().contiguous())
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x [..., in_features] float32 → [..., out_features]."""

@@ -375,6 +375,22 @@ def quantize_linears_int4(module: nn.Module, skip: tuple[str, ...] = (), group: 
 INT8_ONEDNN_MIN_ROWS = 16  # fbgemm wins below (v3 LLM, 24 layers: 16 rows 19.2 against 16.0 ms; 4 rows 12.9 / 14.0)
 
 
+def symmetric_int8_weights(dynamic: DynamicQuantLinear) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """An int8 dynamic linear's weights as (int8 levels [N, K], float64 scales [N], float bias or None): one scale a
+    row (a per-matrix scale repeated). ValueError when they have zero points (the int8 kernels that read them take
+    symmetric weights; this project's quantisation makes none)."""
+    weight, bias = dynamic._packed_params._weight_bias()
+    levels = weight.int_repr().contiguous()
+    if weight.qscheme() in (torch.per_channel_affine, torch.per_channel_symmetric):
+        scales, zeros = weight.q_per_channel_scales(), weight.q_per_channel_zero_points()
+    else:
+        scales = torch.full((levels.size(0),), weight.q_scale(), dtype=torch.float64)
+        zeros = torch.full((levels.size(0),), weight.q_zero_point(), dtype=torch.long)
+    if bool((zeros != 0).any()):
+        raise ValueError("these int8 weights have zero points; the int8 kernels take symmetric weights")
+    return levels, scales, None if bias is None else bias.detach()
+
+
 class Int8RowsOnOneDNN(DynamicQuantLinear):
     """An int8 dynamic linear (torch.ao, fbgemm) that sends calls of at least `min_rows` rows to oneDNN's int8
     inner product, which runs on AMX tiles: the same per-channel (or per-tensor) int8 weights, activations
@@ -387,16 +403,8 @@ class Int8RowsOnOneDNN(DynamicQuantLinear):
     @classmethod
     def adopt(cls, dynamic: DynamicQuantLinear, min_rows: int = INT8_ONEDNN_MIN_ROWS) -> Int8RowsOnOneDNN:
         """`dynamic`, in place, now also holding its weights packed for oneDNN (a second int8 copy)."""
-        weight, bias = dynamic._packed_params._weight_bias()
-        levels = weight.int_repr().contiguous()
+        levels, scales, bias = symmetric_int8_weights(dynamic)
         out_features = levels.size(0)
-        if weight.qscheme() in (torch.per_channel_affine, torch.per_channel_symmetric):
-            scales, zeros = weight.q_per_channel_scales(), weight.q_per_channel_zero_points()
-        else:
-            scales = torch.full((out_features,), weight.q_scale(), dtype=torch.float64)
-            zeros = torch.full((out_features,), weight.q_zero_point(), dtype=torch.long)
-        if bool((zeros != 0).any()):
-            raise ValueError("oneDNN's int8 linear takes symmetric weights; this layer's have zero points")
         packed = torch.ops.onednn.qlinear_prepack(levels, None)
         dynamic.__class__ = cls
         dynamic.min_rows = min_rows

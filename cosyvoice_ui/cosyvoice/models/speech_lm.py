@@ -23,6 +23,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from .int8_kernel_linear import int8_linears_on_kernel
 from .linears import (PackedLinear, column_major_linears, own_linear_weights, pack_linears, quantize_linears_int4,
                       quantize_linears_int8, row_blocks_linears)
 from .sampling import Sampler
@@ -116,6 +117,12 @@ class SpeechTokenLM(nn.Module):
         """Int8 dynamic quantisation of the linears (CPU only; changes the numbers); returns how many."""
         self.drop_decode_step()
         return quantize_linears_int8(self, skip=self.KEEP_LINEARS)
+
+    def int8_linears_on_kernel(self) -> int:
+        """Move the int8 dynamic linears onto the project's own kernel (`int8_kernel_linear.py`; call only where
+        `kernels.int8_linear_available()`); returns how many. Different numbers from fbgemm's (8-bit rows)."""
+        self.drop_decode_step()
+        return int8_linears_on_kernel(self)
 
     def quantize_int4(self) -> tuple[int, int]:
         """4-bit grouped weights where the kernel takes the shape, int8 dynamic elsewhere (CPU only; changes the
