@@ -36,7 +36,7 @@ from cosyvoice_ui.cosyvoice.engine import load_engine  # noqa: E402
 from cosyvoice_ui.cosyvoice.precision import settings_for  # noqa: E402
 from cosyvoice_ui.testing.signals import voice_clip  # noqa: E402
 
-from workload import Workload, build_input, render_offline  # noqa: E402
+from workload import Workload, bench_folder, build_input, render_offline  # noqa: E402
 
 
 def step_ms(engine, steps: int, position: int) -> float:
@@ -80,11 +80,10 @@ def main() -> None:
             print(json.dumps({"available": False, "reason": reason}))
         return
 
-    from bench_engine import DEFAULT_CACHE, FAMILIES, full_size_folder, tiny_folder
+    from bench_engine import FAMILIES
 
     with tempfile.TemporaryDirectory() as scratch:
-        folder = args.model_dir or (tiny_folder(Path(scratch), args.family) if args.tiny
-                                    else full_size_folder(args.cache_dir or DEFAULT_CACHE, args.family))
+        folder = bench_folder(args.family, scratch, args.model_dir, args.tiny, args.cache_dir)
         fbgemm = dataclasses.replace(settings_for("fast"), kernel_int8_llm=False)
         engines = {"kernel": load_engine(folder, device="cpu", precision="fast", threads=args.threads),
                    "fbgemm": load_engine(folder, device="cpu", precision="fast", threads=args.threads, fast=fbgemm)}

@@ -236,6 +236,16 @@ def has_onednn_rows(engine) -> bool:
     return any(isinstance(m, Int8RowsOnOneDNN) for m in engine.llm.modules())
 
 
+def bench_folder(family: str, scratch, model_dir=None, tiny: bool = False, cache_dir=None):
+    """`model_dir`, or a tiny random folder written to `scratch`, or the full-size random one (bench_engine's cache)."""
+    from pathlib import Path
+
+    from bench_engine import DEFAULT_CACHE, full_size_folder, tiny_folder
+
+    return model_dir or (tiny_folder(Path(scratch), family) if tiny
+                         else full_size_folder(cache_dir or DEFAULT_CACHE, family))
+
+
 @dataclass
 class StreamBench:
     """What the streaming benchmarks (first_chunk, stream_kept, concurrency, worker_thread) time: one family's
@@ -250,17 +260,13 @@ class StreamBench:
     @classmethod
     def open(cls, family: str, precision: str, scratch, model_dir=None, tiny: bool = False,
              cache_dir=None) -> StreamBench:
-        """`model_dir`, or a tiny random folder written to `scratch`, or the full-size random one (bench_engine's
-        cache)."""
-        from pathlib import Path
-
-        from bench_engine import DEFAULT_CACHE, FAMILIES, full_size_folder, tiny_folder
+        """The engine on `bench_folder(...)`'s folder at `precision`, with the workload's input for a test voice."""
+        from bench_engine import FAMILIES
 
         from cosyvoice_ui.cosyvoice.engine import load_engine
         from cosyvoice_ui.testing.signals import voice_clip
 
-        folder = model_dir or (tiny_folder(Path(scratch), family) if tiny
-                               else full_size_folder(cache_dir or DEFAULT_CACHE, family))
+        folder = bench_folder(family, scratch, model_dir, tiny, cache_dir)
         engine = load_engine(folder, device="cpu", precision=precision)
         spec = FAMILIES[family]
         workload = Workload.for_family(spec.token_rate, spec.mel_rate)

@@ -20,8 +20,15 @@ from cosyvoice_ui.cosyvoice.kernels import pack_levels, reference_int8_linear, w
 from cosyvoice_ui.cosyvoice.models.int8_kernel_linear import KernelInt8Linear, int8_linears_on_kernel
 from cosyvoice_ui.cosyvoice.models.linears import int8_matrix_units, quantize_linears_int8
 
-needs_kernel = pytest.mark.skipif(not kernels.int8_linear_available(),
-                                  reason=f"the int8 kernel is not available here: {why_not_int8_linear() or 'build failed'}")
+@pytest.fixture
+def kernel_built() -> None:
+    """Skips where the kernel cannot be built or loaded; built (once per process) when the first test asks, not at
+    collection."""
+    if not kernels.int8_linear_available():
+        pytest.skip(f"the int8 kernel is not available here: {why_not_int8_linear() or 'build failed'}")
+
+
+needs_kernel = pytest.mark.usefixtures("kernel_built")
 
 
 def _layer(n: int, k: int, seed: int, bias: bool = True):
