@@ -138,6 +138,7 @@ class Precision:
     mode: str = "stock"  # "stock" | "fast" | "extra-fast"
     llm: str = "fp32"  # e.g. "fp32 (oneDNN packed, 96 linears, q/k/v fused)", "int8 dynamic (...)"
     llm_rows: str = ""  # fast where the CPU has AMX: the int8 LLM's many-row calls (prefills) on oneDNN; "" none
+    llm_attention: str = ""  # fast on a CPU: "own kernel, ..." when decoding steps' attention runs on kernels/; "" torch
     llm_step: str = ""  # on a CPU, v2/v3: "recorded graph" when one-row decoding steps run as a TorchScript trace
     # "fp32" | "fp32 (oneDNN packed estimator, N linears)" | "bf16 estimator" | "int8 estimator (N linears)"
     flow: str = "fp32"

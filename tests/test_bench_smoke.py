@@ -87,17 +87,20 @@ def test_tiny_concurrency_benchmark_reports_each_level(family: str) -> None:
     assert (three["mean_rows_per_step"] > 1.5) is (family == "v3")  # v1 decodes alone
 
 
-def test_tiny_int8_kernel_benchmark_compares_the_two_engines() -> None:
+@pytest.mark.parametrize("kernel,other", [("int8", "fbgemm"), ("attention", "torch")])
+def test_tiny_own_kernels_benchmark_compares_the_two_engines(kernel: str, other: str) -> None:
     from cosyvoice_ui.cosyvoice import kernels
 
-    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "int8_kernel.py"), "--tiny", "--rounds", "1",
-                           "--json"], cwd=REPO, capture_output=True, text=True, timeout=300)
+    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "own_kernels.py"), "--kernel", kernel, "--tiny",
+                           "--rounds", "1", "--position", "40", "--json"], cwd=REPO, capture_output=True, text=True,
+                          timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
-    if not kernels.int8_linear_available():  # it says why and times nothing
+    if not kernels.built():  # it says why and times nothing
         assert result == {"available": False, "reason": result["reason"]} and result["reason"]
         return
-    for engine in ("kernel", "fbgemm"):
+    assert (result["compared"], result["other"]) == (kernel, other)
+    for engine in ("kernel", other):
         for key in ("decode_ms_per_token", "rtf", "prefill_s", "step_ms"):
             assert 0 < result[engine][key]["min"] <= result[engine][key]["median"] <= result[engine][key]["max"]
     assert len(result["decode_ratio_per_round"]) == 1 and result["step_ratio"] > 0

@@ -360,7 +360,7 @@ def precision_of(service: ApiService, info) -> dict | None:
     if loaded:
         record = info.precision
         return {"mode": record.mode, "loaded": True, "llm": record.llm, "llm_rows": record.llm_rows,
-                "llm_step": record.llm_step, "flow": record.flow, "vocoder": record.hift,
+                "llm_attention": record.llm_attention, "llm_step": record.llm_step, "flow": record.flow, "vocoder": record.hift,
                 "flow_steps": record.flow_steps}
     return {"mode": service.manager.load_options.precision, "loaded": False}
 

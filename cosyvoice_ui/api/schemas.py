@@ -158,6 +158,8 @@ class PrecisionRecord(BaseModel):
     llm: str | None = None
     llm_rows: str | None = Field(None, description="where the int8 LLM's many-row calls (prefills) run when not "
                                  "on its own layers: oneDNN's int8 GEMM on CPUs with AMX; empty when they do not")
+    llm_attention: str | None = Field(None, description="where decoding steps' attention runs: \"own kernel, ...\" "
+                                      "(one pass over the cached keys and values), empty: torch's ops")
     llm_step: str | None = Field(None, description="how one-row decoding steps run: \"recorded graph\" (a "
                                  "TorchScript trace of the step, the same numbers with less overhead), empty: eagerly")
     flow: str | None = None

@@ -30,9 +30,9 @@ from .frontend.onnx_models import SpeakerEncoder, SpeechTokenizer
 from .frontend.prompt import PromptEncoder
 from .models.sampling import RasSampler
 from .models.linears import int4_kernels_available
-from .precision import (PRECISIONS, FastSettings, bf16_is_native, bf16_matrix_units, flow_precision, llm_precision,
-                        llm_rows_precision, llm_step_precision, precision_record, resolve_precision, settings_for,
-                        vocoder_precision)
+from .precision import (PRECISIONS, FastSettings, bf16_is_native, bf16_matrix_units, flow_precision,
+                        llm_attention_precision, llm_precision, llm_rows_precision, llm_step_precision, precision_record,
+                        resolve_precision, settings_for, vocoder_precision)
 from .prepared import PreparedModels
 from .prepared import enabled as prepared_enabled
 from .recipes import InputRecipe
@@ -178,8 +178,9 @@ def load_parts(model_dir: Path, device: str = "auto", progress: ProgressCallback
         lambda model: llm_precision(model, precision, device, fast))
     done.update(llm_done)
     if precision != "stock" and converting and kernels.builds_now():
-        report(progress, "load", 0.45, "building the int8 decoding kernel for this CPU (once per machine, ~30 s)")
+        report(progress, "load", 0.45, "building the decoding kernels for this CPU (once per machine, ~30 s)")
     done.update(llm_rows_precision(llm, precision, device, fast))
+    done.update(llm_attention_precision(llm, precision, device, fast))
     done.update(llm_step_precision(llm, device))  # after every re-layout of the LLM's weights
     trim_heap()  # the oneDNN copies were made from unpacked int8 weights, one layer at a time
     sources.append(source)

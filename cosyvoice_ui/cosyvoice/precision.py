@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from ..types import Precision
-from .kernels import int8_linear_available
+from .kernels import decode_attention_available, int8_linear_available
 from .models.linears import (INT4_GROUP, INT8_ONEDNN_MIN_ROWS, int4_kernels_available, int8_matrix_units,
                              int8_rows_on_onednn, one_row_layout, onednn_linear_works, pack_linears)
 
@@ -100,9 +100,13 @@ class FastSettings:
     onednn_int8_rows: bool = True
     # Elsewhere, on AVX-512 VNNI CPUs: the int8 LLM on this project's own kernel (`kernels/`, built once per machine
     # where a C++ compiler is at hand; else fbgemm as before). Same int8 weights, 8-bit activations per row; its
-    # one-row products stream the weights faster than fbgemm's (issue 26, fifteenth pass). COSYVOICE_INT8_KERNEL=0
+    # one-row products stream the weights faster than fbgemm's (issue 26, fifteenth pass). COSYVOICE_KERNELS=0
     # turns it off.
     kernel_int8_llm: bool = True
+    # A decoding step's attention on the same extension's kernel: one pass over the cached keys (and v1's relative
+    # positions) and values instead of torch's batched products and softmax (issue 26, sixteenth pass). Float32
+    # throughout: float rounding away from torch's.
+    kernel_attention: bool = True
 
 
 ONEDNN_ROWS_ENV = "COSYVOICE_ONEDNN_INT8_ROWS"  # "0": no oneDNN copy of the int8 LLM (prefills on fbgemm)
@@ -190,6 +194,7 @@ def apply_precision(llm: TransformerLM, flow: MaskedDiffWithXvec, precision: str
     check_precision(precision)
     done = {"mode": precision, **llm_precision(llm, precision, device, fast),
             **llm_rows_precision(llm, precision, device, fast),
+            **llm_attention_precision(llm, precision, device, fast),
             **llm_step_precision(llm, device),
             **flow_precision(flow, precision, device, fast)}
     if hift is not None:
@@ -233,6 +238,18 @@ def llm_rows_precision(llm: TransformerLM, precision: str, device: str, fast: Fa
     if fast.kernel_int8_llm and fast.int8_llm and not int4 and not int8_matrix_units() and int8_linear_available():
         count = llm.int8_linears_on_kernel()
         return {"llm_rows": f"own int8 kernel, AVX-512 VNNI ({count} linears)"} if count else {}
+    return {}
+
+
+def llm_attention_precision(llm: TransformerLM, precision: str, device: str, fast: FastSettings | None = None) -> dict:
+    """After `llm_rows_precision`, before the step is recorded: fast mode's decoding attention on the project's
+    kernel where it is built (`kernels.decode_attention_available()`). Returns the record field it sets."""
+    if precision == "stock" or device != "cpu":
+        return {}
+    fast = fast or settings_for(precision)
+    if fast.kernel_attention and decode_attention_available():
+        count = llm.attention_on_kernel()
+        return {"llm_attention": f"own kernel, one pass a step ({count} layers)"} if count else {}
     return {}
 
 

@@ -6,6 +6,7 @@ frees its row, and an engine with a batch width renders concurrent requests that
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -72,17 +73,20 @@ def test_rows_stepped_together_equal_each_row_alone(rows_engine) -> None:
 
 def test_batched_decodes_give_each_request_its_own_tokens(rows_engine) -> None:
     lm = rows_engine.llm
-    batcher = DecodeBatcher(lm, width=3)
+    go = threading.Event()  # the loop holds its steps until every request is in (else a fast machine may finish
+    batcher = DecodeBatcher(lm, width=3, hold=lambda: not go.is_set())  # one before the next arrives)
     try:
         requests = [_inputs(rows_engine, seed) for seed in range(4)]  # 4 requests, 3 rows: one waits, then joins
         alone = [list(lm.inference(*r, sampler=greedy, max_len=12 + i, min_len=2))
                  for i, r in enumerate(requests)]
-        iterators = [batcher.inference(*r, sampler=greedy, max_len=12 + i, min_len=2)
+        iterators = [batcher.inference(*r, sampler=greedy, max_len=12 + i, min_len=2, urgent=lambda: False)
                      for i, r in enumerate(requests)]
         results: list[list[int]] = [[] for _ in requests]
         threads = [threading.Thread(target=lambda i=i: results[i].extend(iterators[i])) for i in range(4)]
         for thread in threads:
             thread.start()
+        time.sleep(0.2)  # each thread submits its request as it starts reading
+        go.set()
         for thread in threads:
             thread.join(60)
         assert results == alone

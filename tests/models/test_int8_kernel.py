@@ -16,7 +16,7 @@ from torch.ao.nn.quantized.dynamic import Linear as DynamicQuantLinear
 
 from cosyvoice_ui import load_engine
 from cosyvoice_ui.cosyvoice import kernels
-from cosyvoice_ui.cosyvoice.kernels import pack_levels, reference_int8_linear, why_not_int8_linear
+from cosyvoice_ui.cosyvoice.kernels import pack_levels, reference_int8_linear, why_not_built
 from cosyvoice_ui.cosyvoice.models.int8_kernel_linear import KernelInt8Linear, int8_linears_on_kernel
 from cosyvoice_ui.cosyvoice.models.linears import int8_matrix_units, quantize_linears_int8
 
@@ -25,7 +25,7 @@ def kernel_built() -> None:
     """Skips where the kernel cannot be built or loaded; built (once per process) when the first test asks, not at
     collection."""
     if not kernels.int8_linear_available():
-        pytest.skip(f"the int8 kernel is not available here: {why_not_int8_linear() or 'build failed'}")
+        pytest.skip(f"the int8 kernel is not available here: {why_not_built() or 'build failed'}")
 
 
 needs_kernel = pytest.mark.usefixtures("kernel_built")
@@ -128,16 +128,19 @@ def test_the_fast_llm_decodes_on_the_kernel(tiny_v3: Path) -> None:
 
 def test_the_kernel_can_be_turned_off(monkeypatch) -> None:
     monkeypatch.setenv(kernels.KERNEL_ENV, "0")
-    assert why_not_int8_linear() == f"{kernels.KERNEL_ENV}=0"
+    assert why_not_built() == f"{kernels.KERNEL_ENV}=0"
+    monkeypatch.delenv(kernels.KERNEL_ENV)
+    monkeypatch.setenv(kernels.OLD_KERNEL_ENV, "0")  # the fifteenth pass's name still works
+    assert why_not_built() == f"{kernels.OLD_KERNEL_ENV}=0"
     monkeypatch.setenv(kernels.KERNEL_DIR_ENV, "/nonexistent-cache")
     assert str(kernels.kernel_dir()) == "/nonexistent-cache"
 
 
 def test_a_failed_build_keeps_fbgemm_and_is_not_retried_by_every_process(monkeypatch, tmp_path) -> None:
     monkeypatch.setenv(kernels.KERNEL_DIR_ENV, str(tmp_path))
-    monkeypatch.setattr(kernels, "why_not_int8_linear", lambda: None)
+    monkeypatch.setattr(kernels, "why_not_built", lambda: None)
     monkeypatch.setattr(kernels, "_load", lambda: (_ for _ in ()).throw(RuntimeError("x.cpp:1: error: no compiler")))
-    available = kernels.int8_linear_available.__wrapped__  # the uncached function: a fresh process's first call
+    available = kernels.built.__wrapped__  # the uncached function: a fresh process's first call
     assert available() is False
     mark = kernels.build_folder() / kernels.FAILED_MARK
     assert mark.read_text(encoding="utf-8").strip() == "x.cpp:1: error: no compiler"
@@ -145,7 +148,6 @@ def test_a_failed_build_keeps_fbgemm_and_is_not_retried_by_every_process(monkeyp
     monkeypatch.setattr(kernels, "_load", lambda: calls.append(1))
     assert available() is False and calls == []  # the next process does not build again
     mark.unlink()
-    monkeypatch.setattr(kernels, "_probe", lambda: True)
     assert available() is True and calls == [1]  # deleting the mark retries
 
 
@@ -153,18 +155,18 @@ def test_an_unwritable_cache_keeps_fbgemm(monkeypatch, tmp_path) -> None:
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
     monkeypatch.setenv(kernels.KERNEL_DIR_ENV, str(blocker / "kernels"))  # a folder cannot be made under a file
-    monkeypatch.setattr(kernels, "why_not_int8_linear", lambda: None)
-    assert kernels.int8_linear_available.__wrapped__() is False
+    monkeypatch.setattr(kernels, "why_not_built", lambda: None)
+    assert kernels.built.__wrapped__() is False
 
 
 def test_a_load_says_when_it_builds_the_kernel(monkeypatch, tmp_path) -> None:
     monkeypatch.setenv(kernels.KERNEL_DIR_ENV, str(tmp_path))
-    monkeypatch.setattr(kernels, "why_not_int8_linear", lambda: None)
-    monkeypatch.setattr(kernels.int8_linear_available, "cache_info", lambda: type("Info", (), {"currsize": 0})())
+    monkeypatch.setattr(kernels, "why_not_built", lambda: None)
+    monkeypatch.setattr(kernels.built, "cache_info", lambda: type("Info", (), {"currsize": 0})())
     assert kernels.builds_now()  # an empty cache: the next call compiles
-    (kernels.build_folder() / "cosyvoice_int8_linear_x.so").write_bytes(b"")
+    (kernels.build_folder() / "cosyvoice_kernels_x.so").write_bytes(b"")
     assert not kernels.builds_now()  # built before: loaded in a moment
-    monkeypatch.setattr(kernels, "why_not_int8_linear", lambda: "no C++ compiler")
+    monkeypatch.setattr(kernels, "why_not_built", lambda: "no C++ compiler")
     assert not kernels.builds_now()
 
 

@@ -1,13 +1,19 @@
 """Kernels of our own, compiled for this machine at first use and cached (issue 26).
 
-`int8_linear.cpp`: int8 linears whose one-row products (decoding steps) stream the weights faster than fbgemm's
-dynamic linear on AVX-512 VNNI CPUs (`KernelInt8Linear` in models/int8_kernel_linear.py uses it). It needs a C++ compiler
-and torch's headers (both come with a development machine, not with a slim container image); it is built once
-per source, torch version and flags into the user's cache (~30 s on 2 cores) and loaded from there afterwards.
-Wherever it cannot be built, or its probe disagrees with the reference arithmetic, `int8_linear_available()`
-says False and the engine keeps fbgemm's linears: never an error, at worst the previous speed.
+One extension, two ops:
+- `int8_linear.cpp`: int8 linears whose one-row products (decoding steps) stream the weights faster than fbgemm's
+  dynamic linear on AVX-512 VNNI CPUs (`KernelInt8Linear` in models/int8_kernel_linear.py uses it);
+- `decode_attention.cpp`: a decoding step's attention (one query per head over the cached keys, v1's relative
+  positions or v2/v3's shared key heads) in one pass over the cache, where torch runs two or three products and a
+  softmax (models/transformer.py and models/qwen2.py use it when `decode_attention_available()`).
 
-`COSYVOICE_INT8_KERNEL=0` turns it off; `COSYVOICE_KERNEL_DIR` moves the build cache.
+It needs a C++ compiler and torch's headers (both come with a development machine, not with a slim container
+image); it is built once per source, torch version and flags into the user's cache (~30 s on 2 cores) and loaded
+from there afterwards. Wherever it cannot be built, or an op's probe disagrees with the reference arithmetic, that
+op's `*_available()` says False and the engine keeps torch's own ops: never an error, at worst the previous speed.
+
+`COSYVOICE_KERNELS=0` turns them off (as does the older `COSYVOICE_INT8_KERNEL=0`); `COSYVOICE_KERNEL_DIR` moves the
+build cache.
 """
 
 from __future__ import annotations
@@ -24,9 +30,10 @@ import torch
 
 log = logging.getLogger(__name__)
 
-KERNEL_ENV = "COSYVOICE_INT8_KERNEL"
+KERNEL_ENV = "COSYVOICE_KERNELS"
+OLD_KERNEL_ENV = "COSYVOICE_INT8_KERNEL"  # the fifteenth pass's name for the same switch, still read
 KERNEL_DIR_ENV = "COSYVOICE_KERNEL_DIR"
-SOURCE = Path(__file__).with_name("int8_linear.cpp")
+SOURCES = tuple(Path(__file__).with_name(name) for name in ("int8_linear.cpp", "decode_attention.cpp"))
 # AVX-512 with VNNI; no -march=native, so the cached build states what it needs and nothing more.
 CFLAGS = ("-O3", "-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mavx512vnni", "-fopenmp",
           "-ffp-contract=off")  # no fused multiply-adds: every path rounds the same way
@@ -60,16 +67,18 @@ def kernel_dir() -> Path:
 def build_key() -> str:
     """One build per source, torch version and flags (a changed file or torch gets its own build)."""
     digest = hashlib.sha256()
-    for part in (SOURCE.read_bytes(), torch.__version__.encode(), " ".join(CFLAGS + LDFLAGS).encode()):
+    for part in (*(source.read_bytes() for source in SOURCES), torch.__version__.encode(),
+                 " ".join(CFLAGS + LDFLAGS).encode()):
         digest.update(part)
         digest.update(b"\0")
     return digest.hexdigest()[:16]
 
 
-def why_not_int8_linear() -> str | None:
-    """Why this machine cannot run the kernel (before trying to build it), or None when it may."""
-    if os.environ.get(KERNEL_ENV, "1").strip() == "0":
-        return f"{KERNEL_ENV}=0"
+def why_not_built() -> str | None:
+    """Why this machine cannot run the kernels (before trying to build them), or None when it may."""
+    for name in (KERNEL_ENV, OLD_KERNEL_ENV):
+        if os.environ.get(name, "1").strip() == "0":
+            return f"{name}=0"
     if platform.system() != "Linux" or platform.machine() not in ("x86_64", "AMD64"):
         return "not an x86-64 Linux machine"
     missing = REQUIRED_CPU_FLAGS - cpu_flags()
@@ -80,41 +89,60 @@ def why_not_int8_linear() -> str | None:
     return None
 
 
-@functools.cache  # built and probed once per process
-def int8_linear_available() -> bool:
-    """True when `torch.ops.cosyvoice_kernels.int8_linear` is loaded and agrees with the reference arithmetic."""
-    reason = why_not_int8_linear()
+@functools.cache  # built and loaded once per process
+def built() -> bool:
+    """True when the extension is loaded (built now or earlier); False, with the reason in the log, where not."""
+    reason = why_not_built()
     if reason is not None:
-        log.info("int8 decoding kernel not used: %s", reason)
+        log.info("own kernels not used: %s", reason)
         return False
     try:
         failed = build_folder() / FAILED_MARK
     except OSError as error:  # an unwritable cache: nowhere to build
-        log.warning("int8 decoding kernel not used: its build folder cannot be made (%s)", error.strerror or error)
+        log.warning("own kernels not used: their build folder cannot be made (%s)", error.strerror or error)
         return False
     if failed.exists():  # a build that failed here once is not retried by every process (delete the file to retry)
-        log.info("int8 decoding kernel not used: its build failed before (%s)", failed)
+        log.info("own kernels not used: their build failed before (%s)", failed)
         return False
     try:
         _load()
-        agrees = _probe()
-    except Exception as error:  # a failed compile or load: keep fbgemm, say why in the log
+    except Exception as error:  # a failed compile or load: keep torch's ops, say why in the log
         message = (str(error).strip().splitlines() or ["unknown error"])[-1]
-        log.warning("int8 decoding kernel not used: building it failed (%s)", message)
+        log.warning("own kernels not used: building them failed (%s)", message)
         try:
             failed.write_text(message + "\n", encoding="utf-8")
         except OSError:
             pass
         return False
+    return True
+
+
+@functools.cache  # probed once per process
+def int8_linear_available() -> bool:
+    """True when `torch.ops.cosyvoice_kernels.int8_linear` is loaded and agrees with the reference arithmetic."""
+    if not built():
+        return False
+    agrees = _probe_int8_linear()
     if not agrees:
         log.warning("int8 decoding kernel not used: its probe disagreed with the reference arithmetic")
     return agrees
 
 
+@functools.cache  # probed once per process
+def decode_attention_available() -> bool:
+    """True when `torch.ops.cosyvoice_kernels.decode_attention` is loaded and agrees with the reference."""
+    if not built():
+        return False
+    agrees = _probe_decode_attention()
+    if not agrees:
+        log.warning("decoding attention kernel not used: its probe disagreed with the reference arithmetic")
+    return agrees
+
+
 def builds_now() -> bool:
-    """True when the next `int8_linear_available()` call will compile the kernel (this process has not asked yet,
-    the machine may run it, and no build or failed build is in the cache): a loader can say so first."""
-    if int8_linear_available.cache_info().currsize or why_not_int8_linear() is not None:
+    """True when the next `built()` call will compile the kernels (this process has not asked yet, the machine may
+    run them, and no build or failed build is in the cache): a loader can say so first."""
+    if built.cache_info().currsize or why_not_built() is not None:
         return False
     try:
         folder = build_folder()
@@ -124,19 +152,20 @@ def builds_now() -> bool:
 
 
 def _load() -> None:
-    if hasattr(torch.ops.cosyvoice_kernels, "int8_linear"):  # loaded earlier in this process
+    if all(hasattr(torch.ops.cosyvoice_kernels, op) for op in ("int8_linear", "decode_attention")):  # loaded before
         return
     from torch.utils.cpp_extension import load_inline
 
-    log.info("loading the int8 decoding kernel (built once per machine, ~30 s the first time)")
-    load_inline(f"cosyvoice_int8_linear_{build_key()}", cpp_sources=[SOURCE.read_text()], extra_cflags=list(CFLAGS),
+    log.info("loading the decoding kernels (built once per machine, ~30 s the first time)")
+    load_inline(f"cosyvoice_kernels_{build_key()}", cpp_sources=[source.read_text() for source in SOURCES],
+                extra_cflags=list(CFLAGS),
                 extra_ldflags=list(LDFLAGS), build_directory=str(build_folder()), is_python_module=False,
                 verbose=False)
 
 
 def build_folder() -> Path:
     """This source's build folder under `kernel_dir()` (made if missing)."""
-    folder = kernel_dir() / f"int8_linear-{build_key()}"
+    folder = kernel_dir() / f"ops-{build_key()}"
     folder.mkdir(parents=True, exist_ok=True)
     return folder
 
@@ -166,7 +195,7 @@ def pack_levels(levels: torch.Tensor) -> torch.Tensor:
     return words.transpose(1, 2).contiguous().view(torch.int8).view(blocks, k4, 16, 4)
 
 
-def _probe() -> bool:
+def _probe_int8_linear() -> bool:
     """Odd shapes (tails in both dimensions), 1-4 rows (decoding) and many (a prefill): close to the reference,
     and a row's output the same bits whatever the other rows of the call."""
     generator = torch.Generator().manual_seed(0)
@@ -185,4 +214,36 @@ def _probe() -> bool:
             for rows in (1, 2, 3, 4):
                 if not torch.equal(op(x[:rows], packed, n, scales, sums, bias), every[:rows]):
                     return False
+    return True
+
+
+def reference_decode_attention(query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
+                               position_query: torch.Tensor | None, positions: torch.Tensor | None,
+                               scale: float) -> torch.Tensor:
+    """The attention kernel's arithmetic in plain torch ops (float64): query [H, D], keys/values [G, K, D] (query
+    head h reads key head h // (H/G)), optionally position_query [H, D] with positions [H, K, D] → [H, D]."""
+    per_group = query.size(0) // keys.size(0)
+    keys, values = keys.double().repeat_interleave(per_group, 0), values.double().repeat_interleave(per_group, 0)
+    scores = torch.einsum("hd,hkd->hk", query.double(), keys)
+    if positions is not None:
+        scores = scores + torch.einsum("hd,hkd->hk", position_query.double(), positions.double())
+    return torch.einsum("hk,hkd->hd", torch.softmax(scores * scale, dim=-1), values).float()
+
+
+def _probe_decode_attention() -> bool:
+    """Strided caches, a key count and a head width with tails, shared key heads and relative positions: close to
+    the reference."""
+    generator = torch.Generator().manual_seed(0)
+    op = torch.ops.cosyvoice_kernels.decode_attention
+    for heads, key_heads, width, with_positions in ((4, 4, 64, True), (6, 2, 24, False)):
+        keys = torch.randn(key_heads, 40, width, generator=generator)[:, :37]
+        values = torch.randn(key_heads, 40, width, generator=generator)[:, :37]
+        query = torch.randn(heads, width, generator=generator)
+        position_query = torch.randn(heads, width, generator=generator) if with_positions else None
+        positions = torch.randn(heads, 37, width, generator=generator) if with_positions else None
+        with torch.inference_mode():
+            out = op(query, keys, values, position_query, positions, 0.25)
+        ref = reference_decode_attention(query, keys, values, position_query, positions, 0.25)
+        if not torch.allclose(out, ref, rtol=1e-5, atol=1e-5):
+            return False
     return True

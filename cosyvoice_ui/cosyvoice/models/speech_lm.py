@@ -124,6 +124,16 @@ class SpeechTokenLM(nn.Module):
         self.drop_decode_step()
         return int8_linears_on_kernel(self)
 
+    def attention_on_kernel(self) -> int:
+        """Decoding steps' attention on the project's own kernel (`kernels/decode_attention.cpp`; call only where
+        `kernels.decode_attention_available()`): every attention layer of the backbone. Returns how many. Float
+        rounding away from torch's products and softmax."""
+        self.drop_decode_step()
+        layers = [module for module in self.llm.modules() if hasattr(module, "kernel_attention")]
+        for module in layers:
+            module.kernel_attention = True
+        return len(layers)
+
     def quantize_int4(self) -> tuple[int, int]:
         """4-bit grouped weights where the kernel takes the shape, int8 dynamic elsewhere (CPU only; changes the
         numbers more than int8); returns (int4, int8) counts."""

@@ -82,6 +82,8 @@ class RelPositionMultiHeadedAttention(nn.Module):
         self.pos_bias_v = nn.Parameter(torch.zeros(self.h, self.d_k))
         # Set by `fuse_qkv()` after loading: one [3D, D] linear replacing linear_q/k/v.
         self.linear_qkv: nn.Module | None = None
+        # Set by `SpeechTokenLM.attention_on_kernel()`: a decoding step's attention on the project's own kernel.
+        self.kernel_attention = False
 
     def project_positions(self, pos_vectors: torch.Tensor) -> torch.Tensor:
         """[R, D] relative-position vectors → [H, R, Dk] per-head projections p_r."""
@@ -185,8 +187,13 @@ class RelPositionMultiHeadedAttention(nn.Module):
         the fused kernel with the position term as a bias took 1.2-1.4x as long, a row-times-matrix score
         product 1.3x (issue 26, twelfth pass). The two products are scaled by 1/sqrt(Dk) as they
         are summed, exactly upstream's (content + position) / sqrt(Dk) when Dk is a power of 4 (v1: 64).
+        With `kernel_attention` the project's kernel computes the same sums in one pass over the keys, positions
+        and values (`kernels/decode_attention.cpp`; issue 26, sixteenth pass).
         """
         scale = 1.0 / math.sqrt(self.d_k)
+        if self.kernel_attention:  # the same sums in one pass over keys, positions and values (kernels/)
+            out = torch.ops.cosyvoice_kernels.decode_attention(q_u[0, :, 0], k[0], v[0], q_v[0, :, 0], p, scale)
+            return out.view(1, self.h, 1, self.d_k)
         scores = torch.bmm(k[0], q_u[0].transpose(1, 2))  # [H, K, 1]
         scores = torch.baddbmm(scores, p, q_v[0].transpose(1, 2), beta=scale, alpha=scale)
         weights = torch.softmax(scores.transpose(1, 2), dim=-1)  # [H, 1, K]

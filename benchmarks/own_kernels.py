@@ -1,14 +1,16 @@
-"""The fast LLM on the project's own int8 kernel against fbgemm's dynamic linears, alternating in one process.
+"""Fast mode with one of the project's own kernels against the same engine without it, alternating in one process.
 
-    python benchmarks/int8_kernel.py --family v3 --rounds 6
-    python benchmarks/int8_kernel.py --tiny --rounds 1 --json                 # smoke test (CI)
+    python benchmarks/own_kernels.py --kernel int8 --family v3 --rounds 6       # int8 linears: kernel vs fbgemm
+    python benchmarks/own_kernels.py --kernel attention --family v1 --rounds 6  # decoding attention: kernel vs torch
+    python benchmarks/own_kernels.py --kernel attention --tiny --rounds 1 --json  # smoke test (CI)
 
-Loads the family's folder twice in fast mode: as it loads here (the kernel, where `kernels.int8_linear_available()`)
-and with `FastSettings(kernel_int8_llm=False)` (fbgemm), renders the benchmark workload once with each as a warm-up,
-then alternates whole renders, the order swapped every round. Also times one-row decoding steps of each engine's
-LLM alone (position ~200, 40 steps, alternating). Printed: medians [min-max] of decode ms/token, RTF and prefill
-seconds per engine, the kernel ÷ fbgemm ratio of each round's decode, and of the step medians. On a machine where the
-kernel is not available it says why and times nothing.
+Loads the family's folder twice in fast mode: as it loads here (the kernel on, where `kernels/` is built) and with
+the kernel's `FastSettings` switch off (`kernel_int8_llm`: fbgemm's linears; `kernel_attention`: torch's attention
+ops), renders the benchmark workload once with each as a warm-up, then alternates whole renders, the order swapped
+every round. Also times one-row decoding steps of each engine's LLM alone (after a `--position`-row prefill, 40
+steps, alternating). Printed: medians [min-max] of decode ms/token, RTF and prefill seconds per engine, the
+kernel ÷ other ratio of each round's decode, and of the step medians. On a machine where the kernel is not
+available it says why and times nothing.
 """
 
 from __future__ import annotations
@@ -39,6 +41,11 @@ from cosyvoice_ui.testing.signals import voice_clip  # noqa: E402
 from workload import Workload, bench_folder, build_input, render_offline  # noqa: E402
 
 
+# --kernel: (its FastSettings switch, the other engine's name, the record field the kernel sets, its availability)
+KERNELS = {"int8": ("kernel_int8_llm", "fbgemm", "llm_rows", kernels.int8_linear_available),
+           "attention": ("kernel_attention", "torch", "llm_attention", kernels.decode_attention_available)}
+
+
 def step_ms(engine, steps: int, position: int) -> float:
     """Median ms of `steps` one-row decoding steps of the engine's LLM after a `position`-row prefill."""
     llm = engine.llm.llm
@@ -64,18 +71,21 @@ def spread(values: list[float]) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--kernel", default="int8", choices=sorted(KERNELS))
     parser.add_argument("--family", default="v3", choices=("v1", "v2", "v3"))
     parser.add_argument("--model-dir", type=Path)
     parser.add_argument("--tiny", action="store_true")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--position", type=int, default=300, help="prefill rows before the timed one-row steps")
     parser.add_argument("--cache-dir", type=Path)
     parser.add_argument("--json", action="store_true", help="also print the numbers as one JSON line")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    if not kernels.int8_linear_available():
-        reason = kernels.why_not_int8_linear() or "its build failed or its probe disagreed (see the log)"
-        print(f"the int8 kernel is not available here: {reason}; nothing to compare")
+    switch, other, field, available = KERNELS[args.kernel]
+    if not available():
+        reason = kernels.why_not_built() or "its build failed or its probe disagreed (see the log)"
+        print(f"the {args.kernel} kernel is not available here: {reason}; nothing to compare")
         if args.json:
             print(json.dumps({"available": False, "reason": reason}))
         return
@@ -84,11 +94,11 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as scratch:
         folder = bench_folder(args.family, scratch, args.model_dir, args.tiny, args.cache_dir)
-        fbgemm = dataclasses.replace(settings_for("fast"), kernel_int8_llm=False)
+        without = dataclasses.replace(settings_for("fast"), **{switch: False})
         engines = {"kernel": load_engine(folder, device="cpu", precision="fast", threads=args.threads),
-                   "fbgemm": load_engine(folder, device="cpu", precision="fast", threads=args.threads, fast=fbgemm)}
-        assert engines["kernel"].info.precision.llm_rows.startswith("own int8 kernel"), "the kernel was not applied"
-        assert not engines["fbgemm"].info.precision.llm_rows, "the fbgemm engine took another layout"
+                   other: load_engine(folder, device="cpu", precision="fast", threads=args.threads, fast=without)}
+        assert getattr(engines["kernel"].info.precision, field).startswith("own"), "the kernel was not applied"
+        assert not getattr(engines[other].info.precision, field), f"the {other} engine took the kernel"
         spec = FAMILIES[args.family]
         workload = Workload.for_family(spec.token_rate, spec.mel_rate)
         inputs = {name: build_input(e, e.encode_voice(voice_clip(workload.prompt_seconds, rate=16000)), workload)
@@ -98,27 +108,29 @@ def main() -> None:
             render_offline(engine, inputs[name], tokens, seed=0)
         runs: dict[str, list[tuple[float, float, float]]] = {name: [] for name in engines}
         for round_ in range(args.rounds):
-            for name in (("kernel", "fbgemm") if round_ % 2 == 0 else ("fbgemm", "kernel")):
+            for name in (("kernel", other) if round_ % 2 == 0 else (other, "kernel")):
                 wall, times, wave = render_offline(engines[name], inputs[name], tokens, seed=round_)
                 audio_s = wave.numel() / engines[name].info.sample_rate
                 runs[name].append((times.llm_decode_s / tokens * 1000, wall / audio_s, times.llm_prefill_s))
         steps: dict[str, list[float]] = {name: [] for name in engines}
         for _ in range(3):
             for name, engine in engines.items():
-                steps[name].append(step_ms(engine, 40, 200))
-    report = {"available": True, "folder": folder.name, "threads": args.threads, "rounds": args.rounds}
-    print(f"{folder.name}, fast, {args.threads} threads, {args.rounds} alternating rounds of whole renders")
+                steps[name].append(step_ms(engine, 40, args.position))
+    report = {"available": True, "compared": args.kernel, "other": other, "folder": folder.name,
+              "threads": args.threads, "rounds": args.rounds}
+    print(f"{folder.name}, fast, {args.kernel} kernel against {other}, {args.threads} threads, {args.rounds} "
+          "alternating rounds of whole renders")
     for name, rows in runs.items():
         decode, rtf, prefill = (spread([row[i] for row in rows]) for i in range(3))
         step = spread(steps[name])
         report[name] = {"decode_ms_per_token": decode, "rtf": rtf, "prefill_s": prefill, "step_ms": step}
         print(f"  {name:<7} decode {decode['median']:6.1f} ms/token [{decode['min']:.1f}-{decode['max']:.1f}]"
               f"  RTF {rtf['median']:.3f} [{rtf['min']:.3f}-{rtf['max']:.3f}]  prefill {prefill['median']:.3f} s"
-              f"  one step {step['median']:.2f} ms")
-    ratios = [k[0] / f[0] for k, f in zip(runs["kernel"], runs["fbgemm"])]
+              f"  one step {step['median']:.2f} ms (after {args.position} rows)")
+    ratios = [k[0] / f[0] for k, f in zip(runs["kernel"], runs[other])]
     report["decode_ratio_per_round"] = ratios
-    report["step_ratio"] = report["kernel"]["step_ms"]["median"] / report["fbgemm"]["step_ms"]["median"]
-    print("  kernel ÷ fbgemm, decode per round: " + " ".join(f"{r:.2f}" for r in ratios)
+    report["step_ratio"] = report["kernel"]["step_ms"]["median"] / report[other]["step_ms"]["median"]
+    print(f"  kernel ÷ {other}, decode per round: " + " ".join(f"{r:.2f}" for r in ratios)
           + f"; one step: {report['step_ratio']:.2f}")
     if args.json:
         print(json.dumps(report))
