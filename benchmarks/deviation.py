@@ -33,8 +33,8 @@ from torch import nn
 from cosyvoice_ui.cosyvoice.checkpoint import read_state_dict
 from cosyvoice_ui.cosyvoice.models.linears import Int4Linear, int4_kernels_available
 from cosyvoice_ui.cosyvoice.models.nsf import CausalSineGen2, FixedNSFNoise, NSFNoise
-from cosyvoice_ui.cosyvoice.precision import (FastSettings, bf16_is_native, int8_estimator_wanted, llm_rows_precision,
-                                              settings_for)
+from cosyvoice_ui.cosyvoice.precision import (FastSettings, bf16_is_native, int8_estimator_wanted,
+                                              llm_attention_precision, llm_rows_precision, settings_for)
 from cosyvoice_ui.cosyvoice.registry import backend_for
 
 THRESHOLD = 0.25  # mel L1 ÷ the noise-seed spread; above it a change is not fast mode
@@ -239,7 +239,8 @@ def uses_int8_estimator(engine, settings: FastSettings) -> bool:
 
 def llm_deviation(engine, model_input, tokens: list[int], bits: int = 8) -> dict[str, float]:
     """Teacher-forced agreement of the int8 (or int4, `bits=4`) LLM, loaded afresh from the folder, with the
-    stock one."""
+    stock one (its full causal pass). The int8 LLM runs as fast mode decodes (`stepped_logp`: the prefill, then
+    one step a token, with fast's row layout, attention kernel and caches where this machine has them)."""
     backend = backend_for(engine.folder.family)
     int8 = backend.load_llm(engine.config.llm, read_state_dict(engine.folder.path / "llm.pt"), engine.folder.path)
     int8.fuse_qkv()  # as apply_precision does
@@ -254,11 +255,14 @@ def llm_deviation(engine, model_input, tokens: list[int], bits: int = 8) -> dict
     else:
         int8.quantize_int8()
         llm_rows_precision(int8, "fast", "cpu")  # the layout fast's int8 rows take on this CPU, as the loader does
+        llm_attention_precision(int8, "fast", "cpu")  # and its decoding attention (kernel, bf16 caches)
     args = (model_input.text, model_input.prompt_text, model_input.llm_prompt_tokens, model_input.llm_embedding,
             torch.tensor([tokens], dtype=torch.long))
     with torch.inference_mode():
         ref = engine.llm.teacher_forced_logp(*args)
-        low = int8.teacher_forced_logp(*args)
+        # int8: through decoding's own path (a prefill, then one step a token: its caches and attention); int4
+        # keeps the one full pass above, on its 4-bit weights throughout.
+        low = int8.teacher_forced_logp(*args) if bits == 4 else int8.stepped_logp(*args)
     kl = (ref.exp() * (ref - low)).sum(dim=-1)
     return {"top1_agreement": float((ref.argmax(-1) == low.argmax(-1)).float().mean()),
             "mean_kl": float(kl.mean()), "max_abs_logp_diff": float((ref - low).abs().max()),

@@ -87,7 +87,7 @@ def test_tiny_concurrency_benchmark_reports_each_level(family: str) -> None:
     assert (three["mean_rows_per_step"] > 1.5) is (family == "v3")  # v1 decodes alone
 
 
-@pytest.mark.parametrize("kernel,other", [("int8", "fbgemm"), ("attention", "torch")])
+@pytest.mark.parametrize("kernel,other", [("int8", "fbgemm"), ("attention", "torch"), ("bf16-cache", "fp32-cache")])
 def test_tiny_own_kernels_benchmark_compares_the_two_engines(kernel: str, other: str) -> None:
     from cosyvoice_ui.cosyvoice import kernels
 

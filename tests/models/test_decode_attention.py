@@ -79,6 +79,24 @@ def test_the_kernel_equals_its_reference(heads: int, key_heads: int, width: int,
 
 
 @needs_kernel
+@pytest.mark.parametrize("heads,key_heads,width,keys", [(16, 16, 64, 435), (14, 2, 64, 33), (6, 3, 24, 70)])
+def test_the_kernel_reads_a_bf16_cache_as_its_float_values(heads: int, key_heads: int, width: int, keys: int) -> None:
+    """Keys, values and positions kept in bf16 (fast mode's caches): the same result as their exact float32 values."""
+    g = torch.Generator().manual_seed(keys)
+    key_rows, value_rows = (_cache_view(key_heads, keys, width, g).bfloat16() for _ in range(2))
+    query, position_query = torch.randn(heads, width, generator=g), torch.randn(heads, width, generator=g)
+    positions = _cache_view(heads, keys, width, g).bfloat16() if heads == key_heads else None
+    if positions is None:
+        position_query = None
+    out = torch.ops.cosyvoice_kernels.decode_attention(query, key_rows, value_rows, position_query, positions, 0.125)
+    expected = reference_decode_attention(query, key_rows.float(), value_rows.float(), position_query,
+                                          None if positions is None else positions.float(), 0.125)
+    assert torch.allclose(out, expected, rtol=1e-5, atol=5e-6), float((out - expected).abs().max())
+    with pytest.raises(RuntimeError, match="values must be BFloat16 like the keys"):
+        torch.ops.cosyvoice_kernels.decode_attention(query, key_rows, value_rows.float(), None, None, 0.125)
+
+
+@needs_kernel
 def test_saturated_scores_give_a_finite_softmax() -> None:
     """Scores hundreds apart: the largest key takes all the weight, the rest underflow to 0, nothing is NaN."""
     g = torch.Generator().manual_seed(3)
@@ -102,8 +120,8 @@ def test_the_kernel_says_what_is_wrong_with_its_inputs() -> None:
         op(query, keys.transpose(1, 2).contiguous().transpose(1, 2), keys, None, None, 1.0)
     with pytest.raises(RuntimeError, match="come together"):
         op(query, keys, keys, query, None, 1.0)
-    with pytest.raises(RuntimeError, match="float32"):
-        op(query, keys.double(), keys, None, None, 1.0)
+    with pytest.raises(RuntimeError, match="float32 or bfloat16"):
+        op(query, keys.double(), keys.double(), None, None, 1.0)
     with pytest.raises(RuntimeError, match="at least one key"):
         op(query, keys[:, :0], keys[:, :0], None, None, 1.0)
 
@@ -154,36 +172,45 @@ def test_qwen2s_attention_step_is_the_same_on_the_kernel() -> None:
 @needs_kernel
 @pytest.mark.parametrize("family", ["v1", "v3"])
 def test_the_fast_engines_decode_on_the_kernel(family: str, request) -> None:
-    """Where built, fast mode turns it on (recorded), the recorded step holds it, and decoding gives the tokens of
-    the same engine with torch's attention (float rounding cannot move a tiny model's greedy choice here)."""
+    """Where built, fast mode turns it on (recorded) with bf16 caches, the recorded step holds it, and decoding's
+    log-probabilities (teacher-forced through the steps) stay those of torch's attention: within float rounding
+    with float32 caches, within bf16's rounding with bf16 caches."""
     import dataclasses
 
     from cosyvoice_ui.cosyvoice.precision import settings_for
 
     folder = request.getfixturevalue("tiny_base" if family == "v1" else "tiny_v3")
-    engine = load_engine(folder, device="cpu", precision="fast")
-    assert engine.info.precision.llm_attention.startswith("own kernel")
-    layers = [m for m in engine.llm.llm.modules() if hasattr(m, "kernel_attention")]
-    assert layers and all(m.kernel_attention for m in layers)
-    assert engine.llm.has_decode_step()  # recorded again after the switch
-    torch_attention = load_engine(folder, device="cpu", precision="fast",
-                                  fast=dataclasses.replace(settings_for("fast"), kernel_attention=False))
-    assert torch_attention.info.precision.llm_attention == ""
-    assert not any(m.kernel_attention for m in torch_attention.llm.llm.modules() if hasattr(m, "kernel_attention"))
-    assert _greedy_tokens(engine) == _greedy_tokens(torch_attention)
+    engines = {name: load_engine(folder, device="cpu", precision="fast",
+                                 fast=dataclasses.replace(settings_for("fast"), **switches))
+               for name, switches in (("bf16", {}), ("fp32", {"bf16_decode_cache": False}),
+                                      ("torch", {"kernel_attention": False}))}
+    record = engines["bf16"].info.precision.llm_attention
+    assert record.startswith("own kernel, bf16 cache")
+    assert engines["fp32"].info.precision.llm_attention.startswith("own kernel, one pass")
+    assert engines["torch"].info.precision.llm_attention == ""
+    for name, engine in engines.items():
+        layers = [m for m in engine.llm.llm.modules() if hasattr(m, "kernel_attention")]
+        assert layers and all(m.kernel_attention is (name != "torch") for m in layers)
+        assert engine.llm.has_decode_step()  # recorded again after the switch
+    cache = engines["bf16"].llm.llm.new_cache(reserve=8)
+    engines["bf16"].llm.llm.forward_step(torch.zeros(1, 3, engines["bf16"].llm.speech_embedding.weight.size(1)), cache)
+    assert cache.layers[0].view().dtype == torch.bfloat16
+    logp = {name: _stepped_logp(engine) for name, engine in engines.items()}
+    assert float((logp["fp32"] - logp["torch"]).abs().max()) < 1e-4
+    bf16_gap = float((logp["bf16"] - logp["torch"]).abs().max())
+    assert 0 < bf16_gap < 0.3  # bf16 keys move the scores by ~0.4 % of their size; random tiny weights, 37-nat spread
+    assert float((logp["bf16"].argmax(-1) == logp["torch"].argmax(-1)).float().mean()) >= 0.9
 
 
-def _greedy_tokens(engine, count: int = 12) -> list[int]:
-    """`count` greedy steps of the engine's LLM after a fixed random prefill (its hidden states → the decoder)."""
+def _stepped_logp(engine) -> torch.Tensor:
+    """A fixed random prompt and 20 continuation tokens through the engine's decoding path (`stepped_logp`)."""
     lm = engine.llm
-    width = lm.speech_embedding.weight.size(1)
     g = torch.Generator().manual_seed(6)
-    tokens = []
-    with torch.inference_mode():
-        cache = lm.llm.new_cache(reserve=64)
-        hidden = lm.llm.forward_step(torch.randn(1, 20, width, generator=g) * 0.5, cache)
-        for _ in range(count):
-            token = int(lm.llm_decoder(hidden[:, -1]).argmax(-1))
-            tokens.append(token)
-            hidden = lm.llm.forward_step(lm.speech_embedding.weight[token].view(1, 1, -1), cache)
-    return tokens
+    text, prompt_text = torch.randint(1, 50, (1, 8), generator=g), torch.randint(1, 50, (1, 3), generator=g)
+    marker = getattr(lm, "endofprompt_id", None)  # v3 wants <|endofprompt|> in the prompt text
+    if marker is not None:
+        prompt_text[0, -1] = marker
+    speech = torch.randint(0, lm.speech_token_size, (1, 30), generator=g)
+    continuation = torch.randint(0, lm.speech_token_size, (1, 20), generator=g)
+    embedding = torch.randn(1, 192, generator=g) if engine.folder.family.name == "v1" else None
+    return lm.stepped_logp(text, prompt_text, speech, embedding, continuation)

@@ -147,6 +147,9 @@ def test_incremental_logp_matches_teacher_forcing(fixture_llm: TransformerLM, go
     tf = fixture_llm.teacher_forced_logp(*_inputs(g), g["tf_continuation"])[:-1]
     finite = torch.isfinite(torch.stack(steps))  # EOS is masked in the first min_len steps
     _assert_close("cached vs full pass", torch.stack(steps)[finite], tf[finite], 1e-4)
+    # `stepped_logp` (what deviation.py measures fast mode with) is the decode's own path: the same rows
+    stepped = fixture_llm.stepped_logp(*_inputs(g), g["tf_continuation"])[:-1]
+    _assert_close("stepped vs full pass", stepped, tf, 1e-4)
 
 
 # ---------------------------------------------------------------------------------------------

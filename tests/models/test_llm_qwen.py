@@ -221,6 +221,8 @@ def test_incremental_logp_matches_teacher_forcing(name: str) -> None:
     steps = torch.stack(rows[: n + 1])
     finite = torch.isfinite(steps)  # index S is masked in the first min_len steps
     _assert_close("cached vs full pass", steps[finite], tf[finite], 1e-4)
+    # `stepped_logp` (what deviation.py measures fast mode with) is the decode's own path: the same rows
+    _assert_close("stepped vs full pass", model.stepped_logp(*_inputs(g), g["tf_continuation"]), tf, 1e-4)
 
 
 def test_cosyvoice3_needs_endofprompt_in_the_text() -> None:

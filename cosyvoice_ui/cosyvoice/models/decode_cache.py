@@ -18,12 +18,13 @@ from torch import nn
 
 class CachedEncoder(Protocol):
     """What these caches read of the encoder they serve (`transformer.Encoder`, which imports this module):
-    its layers (each `self_attn.project_positions`), its relative-position table and its output norm (whose
-    weight says the device and dtype)."""
+    its layers (each `self_attn.project_positions`), its relative-position table, its output norm (whose
+    weight says the device and dtype) and the dtype its decodes keep (None: the weights')."""
 
     encoders: nn.ModuleList
     pos_table: Any
     after_norm: nn.LayerNorm
+    cache_dtype: torch.dtype | None
 
 
 class KVCache:
@@ -37,14 +38,18 @@ class KVCache:
     copy, not correctness.
     """
 
-    def __init__(self, capacity: int = 0) -> None:
+    def __init__(self, capacity: int = 0, dtype: torch.dtype | None = None) -> None:
+        """capacity: positions to hold before growing (a hint); dtype: what the buffers keep (None: the dtype of the
+        first keys appended; fast mode's bf16 caches: `SpeechTokenLM.attention_on_kernel`)."""
         self.capacity = capacity
+        self.dtype = dtype
         self.length = 0
         self._k: torch.Tensor | None = None
         self._v: torch.Tensor | None = None
 
     def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """k, v [B, H, T, Dk] of the new positions → keys and values [B, H, K, Dk] of all positions (views)."""
+        """k, v [B, H, T, Dk] of the new positions → keys and values [B, H, K, Dk] of all positions (views, in the
+        cache's dtype)."""
         end = self.length + k.size(2)
         self._hold(end, k, v)
         self._k[:, :, self.length : end] = k
@@ -68,7 +73,7 @@ class KVCache:
         if self._k is not None and self._v is not None and end <= self._k.size(2):
             return
         capacity = max(end, self.capacity, 2 * (0 if self._k is None else self._k.size(2)))
-        grown = [x.new_empty(x.size(0), x.size(1), capacity, x.size(3)) for x in (k, v)]
+        grown = [x.new_empty(x.size(0), x.size(1), capacity, x.size(3), dtype=self.dtype or x.dtype) for x in (k, v)]
         if self._k is not None and self._v is not None:
             grown[0][:, :, : self.length] = self._k[:, :, : self.length]
             grown[1][:, :, : self.length] = self._v[:, :, : self.length]
@@ -130,7 +135,8 @@ class RelPositionProjections:
         vectors = self._encoder.pos_table.vectors(half, weight.device, weight.dtype)  # r = half-1 ... -(half-1)
         vectors = vectors[half - 1 - r_high : half - r_low]
         # Contiguous per head: each step reads K rows of every head's table, and strided rows stream slower.
-        return [layer.self_attn.project_positions(vectors).contiguous() for layer in self._encoder.encoders]
+        dtype = self._encoder.cache_dtype or weight.dtype  # kept as the keys are
+        return [layer.self_attn.project_positions(vectors).to(dtype).contiguous() for layer in self._encoder.encoders]
 
 
 class DecodeCache:
@@ -138,7 +144,7 @@ class DecodeCache:
     `reserve` positions (a hint: they grow when outgrown), and the `RelPositionProjections`."""
 
     def __init__(self, encoder: CachedEncoder, reserve: int = 0) -> None:
-        self.layers = [KVCache(reserve) for _ in encoder.encoders]
+        self.layers = [KVCache(reserve, encoder.cache_dtype) for _ in encoder.encoders]
         self.positions = RelPositionProjections(encoder)
 
     @property

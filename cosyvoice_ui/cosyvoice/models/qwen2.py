@@ -134,8 +134,8 @@ class Qwen2Attention(nn.Module):
                 mask[:, past:] = torch.ones(t, t, dtype=torch.bool, device=x.device).tril()
         if t == 1 and b == 1:
             out = self._one_query(q, k, v)
-        else:
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal,
+        else:  # (a cache kept in bf16 is read in the queries' dtype: `Qwen2Encoder.keep_cache_in`)
+            out = F.scaled_dot_product_attention(q, k.to(q.dtype), v.to(q.dtype), attn_mask=mask, is_causal=causal,
                                                  enable_gqa=self.n_heads != self.n_kv)
         return self.o_proj(out.transpose(1, 2).reshape(b, t, self.n_heads * self.head_dim))
 
@@ -147,7 +147,8 @@ class Qwen2Attention(nn.Module):
             out = torch.ops.cosyvoice_kernels.decode_attention(q[0, :, 0], keys[0], values[0], None, None,
                                                                self.head_dim ** -0.5)
             return out.view(1, self.n_heads, 1, self.head_dim)
-        return F.scaled_dot_product_attention(q, keys, values, enable_gqa=self.n_heads != self.n_kv)
+        return F.scaled_dot_product_attention(q, keys.to(q.dtype), values.to(q.dtype),
+                                              enable_gqa=self.n_heads != self.n_kv)
 
 
     def forward_rows(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, keys: list[torch.Tensor],
@@ -208,7 +209,7 @@ class Qwen2DecodeCache:
     of cached positions is also the absolute position of the next input (rotary positions continue)."""
 
     def __init__(self, model: Qwen2Model, reserve: int = 0) -> None:
-        self.layers = [KVCache(reserve) for _ in model.layers]
+        self.layers = [KVCache(reserve, model.cache_dtype) for _ in model.layers]
 
     @property
     def length(self) -> int:
@@ -225,6 +226,8 @@ class Qwen2Model(nn.Module):
         self.layers = nn.ModuleList(Qwen2DecoderLayer(cfg) for _ in range(cfg.num_hidden_layers))
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.rotary_emb = RotaryEmbedding(cfg.head_width, cfg.rope_theta)
+        # What a decode keeps its keys and values in (None: the activations' dtype): `Qwen2Encoder.keep_cache_in`.
+        self.cache_dtype: torch.dtype | None = None
 
     def forward(self, inputs_embeds: torch.Tensor, cache: Qwen2DecodeCache | None = None) -> torch.Tensor:
         """inputs_embeds [B, T, D] → last hidden state [B, T, D] after the final norm.
@@ -317,6 +320,13 @@ class Qwen2Encoder(nn.Module):
     def drop_step(self) -> None:
         """Forget recorded steps (their layers are about to change); steps run eagerly until recorded again."""
         self.step_graphs = {}
+
+    def keep_cache_in(self, dtype: torch.dtype | None) -> None:
+        """Decodes started from now on keep their keys and values in `dtype` (None: as computed); the attention
+        upcasts what torch's ops read, the kernel reads bf16 as it is. Drops the recorded steps (their example caches
+        had the old dtype)."""
+        self.model.model.cache_dtype = dtype
+        self.drop_step()
 
     def new_cache(self, reserve: int = 0) -> Qwen2DecodeCache:
         return Qwen2DecodeCache(self.model.model, reserve)

@@ -124,14 +124,16 @@ class SpeechTokenLM(nn.Module):
         self.drop_decode_step()
         return int8_linears_on_kernel(self)
 
-    def attention_on_kernel(self) -> int:
+    def attention_on_kernel(self, cache_dtype: torch.dtype | None = None) -> int:
         """Decoding steps' attention on the project's own kernel (`kernels/decode_attention.cpp`; call only where
         `kernels.decode_attention_available()`): every attention layer of the backbone. Returns how many. Float
-        rounding away from torch's products and softmax."""
+        rounding away from torch's products and softmax. cache_dtype: what decodes keep their keys and values (and
+        v1's projected positions) in from now on (torch.bfloat16: half the bytes a step reads; None: as computed)."""
         self.drop_decode_step()
         layers = [module for module in self.llm.modules() if hasattr(module, "kernel_attention")]
         for module in layers:
             module.kernel_attention = True
+        self.llm.keep_cache_in(cache_dtype)
         return len(layers)
 
     def quantize_int4(self) -> tuple[int, int]:
@@ -302,3 +304,18 @@ class SpeechTokenLM(nn.Module):
         n = continuation.size(1)
         hidden = self.llm(x)[0, x.size(1) - n - 1 :]
         return self.llm_decoder(hidden).float().log_softmax(dim=-1)
+
+    @torch.inference_mode()
+    def stepped_logp(self, text: torch.Tensor, prompt_text: torch.Tensor, prompt_speech_token: torch.Tensor,
+                     embedding: torch.Tensor | None, continuation: torch.Tensor) -> torch.Tensor:
+        """`teacher_forced_logp` the way decoding computes it: the prompt as one prefill into a cache, then one
+        step per continuation token (`forward_step`: the recorded step, the cache's dtype, the attention kernel,
+        where the model has them). Returns [n + 1, V] float32 as `teacher_forced_logp` does."""
+        x = self.build_input(text, prompt_text, prompt_speech_token, embedding)
+        tokens = self._ids(continuation, "continuation")[0].tolist()
+        cache = self.llm.new_cache(reserve=x.size(1) + len(tokens) + 1)
+        rows = [self._next_logp(self.llm.forward_step(x, cache))]
+        for token in tokens:
+            step = self.speech_embedding.weight[token].reshape(1, 1, -1)
+            rows.append(self._next_logp(self.llm.forward_step(step, cache)))
+        return torch.stack(rows)

@@ -85,7 +85,8 @@ class StepGraph:
         length = 4  # any: only the key length varies between calls, and the graph does not fix it
         x = torch.zeros(rows, 1, model.cfg.hidden_size, dtype=dtype)
         cos, sin = (table.expand(rows, 1, -1).contiguous() for table in model.rotary_emb(length, 1, dtype))
-        keys = [torch.zeros(1, layer.self_attn.n_kv, length + 1, layer.self_attn.head_dim, dtype=dtype)
+        kept = model.cache_dtype or dtype  # the caches' dtype (`Qwen2Encoder.keep_cache_in`)
+        keys = [torch.zeros(1, layer.self_attn.n_kv, length + 1, layer.self_attn.head_dim, dtype=kept)
                 for layer in model.layers for _ in range(rows)]
         values = [torch.zeros_like(k) for k in keys]
         return cls._trace(_StepRows(model), (x, cos, sin, keys, values), dtype, rows)
@@ -100,8 +101,9 @@ class StepGraph:
         length = 4  # any: only the key length varies between calls
         x = torch.zeros(1, 1, encoder.cfg.input_size, dtype=dtype)
         heads = [(layer.self_attn.h, layer.self_attn.d_k) for layer in encoder.encoders]
-        pos = [torch.zeros(h, length + 1, d, dtype=dtype) for h, d in heads]
-        keys = [torch.zeros(1, h, length + 1, d, dtype=dtype) for h, d in heads]
+        kept = encoder.cache_dtype or dtype  # the caches' dtype (`Encoder.keep_cache_in`)
+        pos = [torch.zeros(h, length + 1, d, dtype=kept) for h, d in heads]
+        keys = [torch.zeros(1, h, length + 1, d, dtype=kept) for h, d in heads]
         values = [torch.zeros_like(k) for k in keys]
         return cls._trace(_EncoderStep(encoder), (x, pos, keys, values), dtype, 1)
 

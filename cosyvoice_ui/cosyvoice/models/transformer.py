@@ -173,6 +173,7 @@ class RelPositionMultiHeadedAttention(nn.Module):
         if t_q == 1 and q.size(0) == 1 and mask is None:  # a decoding step
             out = self._attend_one_query(q_u, q_v, k, v, p)
         else:
+            k, v, p = k.to(q.dtype), v.to(q.dtype), p.to(q.dtype)  # a cache kept in bf16 (`Encoder.keep_cache_in`)
             position = torch.matmul(q_v, p.transpose(-2, -1))  # [B, H, T, K+T-1]
             out = self._attend(q_u, k, v, self._rel_shift(position, t_k), mask)
         return self.linear_out(out.transpose(1, 2).reshape(q.size(0), t_q, self.h * self.d_k))
@@ -194,6 +195,7 @@ class RelPositionMultiHeadedAttention(nn.Module):
         if self.kernel_attention:  # the same sums in one pass over keys, positions and values (kernels/)
             out = torch.ops.cosyvoice_kernels.decode_attention(q_u[0, :, 0], k[0], v[0], q_v[0, :, 0], p, scale)
             return out.view(1, self.h, 1, self.d_k)
+        k, v, p = k.to(q_u.dtype), v.to(q_u.dtype), p.to(q_u.dtype)  # a cache kept in bf16 (`Encoder.keep_cache_in`)
         scores = torch.bmm(k[0], q_u[0].transpose(1, 2))  # [H, K, 1]
         scores = torch.baddbmm(scores, p, q_v[0].transpose(1, 2), beta=scale, alpha=scale)
         weights = torch.softmax(scores.transpose(1, 2), dim=-1)  # [H, 1, K]
@@ -332,6 +334,8 @@ class Encoder(nn.Module):
         # The recorded one-position decoding step (step_graph.py sets it under the key 1, as a Qwen2 backbone's
         # table). It holds the layers as recorded, so a re-layout drops it (`drop_step`).
         self.step_graphs: dict = {}
+        # What a decode keeps its keys, values and projected positions in (None: the weights' dtype): `keep_cache_in`.
+        self.cache_dtype: torch.dtype | None = None
 
     @property
     def causal(self) -> bool:
@@ -366,6 +370,13 @@ class Encoder(nn.Module):
     def drop_step(self) -> None:
         """Forget the recorded step (the layers are about to change); steps run eagerly until recorded again."""
         self.step_graphs = {}
+
+    def keep_cache_in(self, dtype: torch.dtype | None) -> None:
+        """Decodes started from now on keep their keys, values and projected positions in `dtype` (None: the
+        weights'); the attention upcasts what torch's ops read, the kernel reads bf16 as it is. Drops the recorded
+        step (its example caches had the old dtype)."""
+        self.cache_dtype = dtype
+        self.drop_step()
 
     def new_cache(self, reserve: int = 0) -> DecodeCache:
         """The caches of one decode through this encoder, sized for `reserve` positions (they grow if outgrown)."""
