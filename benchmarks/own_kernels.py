@@ -36,6 +36,7 @@ import torch  # noqa: E402
 
 from cosyvoice_ui.cosyvoice import kernels  # noqa: E402
 from cosyvoice_ui.cosyvoice.engine import load_engine  # noqa: E402
+from cosyvoice_ui.cosyvoice import precision  # noqa: E402
 from cosyvoice_ui.cosyvoice.precision import settings_for  # noqa: E402
 from cosyvoice_ui.testing.signals import voice_clip  # noqa: E402
 
@@ -96,6 +97,8 @@ def main() -> None:
 
     from bench_engine import FAMILIES
 
+    if args.kernel == "bf16-cache":
+        precision.BF16_CACHE_MIN_BYTES = 0  # measured on any family, whatever its cache size (fast's rule: v1 only)
     with tempfile.TemporaryDirectory() as scratch:
         folder = bench_folder(args.family, scratch, args.model_dir, args.tiny, args.cache_dir)
         without = dataclasses.replace(settings_for("fast"), **{switch: False})

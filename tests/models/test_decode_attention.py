@@ -171,15 +171,21 @@ def test_qwen2s_attention_step_is_the_same_on_the_kernel() -> None:
 
 @needs_kernel
 @pytest.mark.parametrize("family", ["v1", "v3"])
-def test_the_fast_engines_decode_on_the_kernel(family: str, request) -> None:
-    """Where built, fast mode turns it on (recorded) with bf16 caches, the recorded step holds it, and decoding's
-    log-probabilities (teacher-forced through the steps) stay those of torch's attention: within float rounding
-    with float32 caches, within bf16's rounding with bf16 caches."""
+def test_the_fast_engines_decode_on_the_kernel(family: str, request, monkeypatch) -> None:
+    """Where built, fast mode turns it on (recorded), with bf16 caches where a decode's cache is large, the recorded
+    step holds it, and decoding's log-probabilities (teacher-forced through the steps) stay those of torch's
+    attention: within float rounding with float32 caches, within bf16's rounding with bf16 caches."""
     import dataclasses
 
+    from cosyvoice_ui.cosyvoice import precision
     from cosyvoice_ui.cosyvoice.precision import settings_for
 
     folder = request.getfixturevalue("tiny_base" if family == "v1" else "tiny_v3")
+    default = load_engine(folder, device="cpu", precision="fast")
+    per_position = default.llm.llm.cache_bytes_per_position()
+    assert per_position < precision.BF16_CACHE_MIN_BYTES  # a tiny model's cache: float32 by default
+    assert default.info.precision.llm_attention.startswith("own kernel, one pass")
+    monkeypatch.setattr(precision, "BF16_CACHE_MIN_BYTES", per_position)  # as large as the rule asks
     engines = {name: load_engine(folder, device="cpu", precision="fast",
                                  fast=dataclasses.replace(settings_for("fast"), **switches))
                for name, switches in (("bf16", {}), ("fp32", {"bf16_decode_cache": False}),
@@ -200,6 +206,16 @@ def test_the_fast_engines_decode_on_the_kernel(family: str, request) -> None:
     bf16_gap = float((logp["bf16"] - logp["torch"]).abs().max())
     assert 0 < bf16_gap < 0.3  # bf16 keys move the scores by ~0.4 % of their size; random tiny weights, 37-nat spread
     assert float((logp["bf16"].argmax(-1) == logp["torch"].argmax(-1)).float().mean()) >= 0.9
+
+
+def test_a_decodes_cache_size_by_family(tiny_base, tiny_v3) -> None:
+    """Float32 bytes a decode keeps a position: v1 each layer's keys, values and projected positions (all heads),
+    Qwen2 its shared key heads' keys and values (the full-size models: v1 168 KiB, v2/v3 24 KiB)."""
+    v1, v3 = load_engine(tiny_base, device="cpu").llm.llm, load_engine(tiny_v3, device="cpu").llm.llm
+    assert v1.cache_bytes_per_position() == sum(3 * layer.self_attn.h * layer.self_attn.d_k * 4
+                                                for layer in v1.encoders)
+    layers = v3.model.model.layers
+    assert v3.cache_bytes_per_position() == len(layers) * 2 * layers[0].self_attn.n_kv * layers[0].self_attn.head_dim * 4
 
 
 def _stepped_logp(engine) -> torch.Tensor:

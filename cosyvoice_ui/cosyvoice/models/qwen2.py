@@ -321,6 +321,11 @@ class Qwen2Encoder(nn.Module):
         """Forget recorded steps (their layers are about to change); steps run eagerly until recorded again."""
         self.step_graphs = {}
 
+    def cache_bytes_per_position(self) -> int:
+        """What a decode keeps per position in float32: each layer's key and value rows of its shared key heads
+        (v2/v3: 24 layers x 2 x 2 heads x 64 floats, 24 KiB)."""
+        return sum(2 * layer.self_attn.n_kv * layer.self_attn.head_dim * 4 for layer in self.model.model.layers)
+
     def keep_cache_in(self, dtype: torch.dtype | None) -> None:
         """Decodes started from now on keep their keys and values in `dtype` (None: as computed); the attention
         upcasts what torch's ops read, the kernel reads bf16 as it is. Drops the recorded steps (their example caches

@@ -371,6 +371,11 @@ class Encoder(nn.Module):
         """Forget the recorded step (the layers are about to change); steps run eagerly until recorded again."""
         self.step_graphs = {}
 
+    def cache_bytes_per_position(self) -> int:
+        """What a decode keeps per position in float32: each layer's key, value and projected position rows (v1:
+        14 layers x 3 x 1024 floats, 168 KiB)."""
+        return sum(3 * layer.self_attn.h * layer.self_attn.d_k * 4 for layer in self.encoders)
+
     def keep_cache_in(self, dtype: torch.dtype | None) -> None:
         """Decodes started from now on keep their keys, values and projected positions in `dtype` (None: the
         weights'); the attention upcasts what torch's ops read, the kernel reads bf16 as it is. Drops the recorded
