@@ -208,6 +208,15 @@ def test_the_fast_engines_decode_on_the_kernel(family: str, request, monkeypatch
     assert float((logp["bf16"].argmax(-1) == logp["torch"].argmax(-1)).float().mean()) >= 0.9
 
 
+def test_a_probe_that_fails_keeps_torchs_attention(monkeypatch) -> None:
+    """A broken build whose op raises in its probe: not used, and no error reaches the engine's load."""
+    monkeypatch.setattr(kernels, "built", lambda: True)
+    monkeypatch.setattr(kernels, "_probe_decode_attention", lambda: (_ for _ in ()).throw(RuntimeError("bad op")))
+    assert kernels.decode_attention_available.__wrapped__() is False
+    monkeypatch.setattr(kernels, "_probe_decode_attention", lambda: False)
+    assert kernels.decode_attention_available.__wrapped__() is False
+
+
 def test_a_decodes_cache_size_by_family(tiny_base, tiny_v3) -> None:
     """Float32 bytes a decode keeps a position: v1 each layer's keys, values and projected positions (all heads),
     Qwen2 its shared key heads' keys and values (the full-size models: v1 168 KiB, v2/v3 24 KiB)."""

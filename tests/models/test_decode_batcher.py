@@ -73,8 +73,9 @@ def test_rows_stepped_together_equal_each_row_alone(rows_engine) -> None:
 
 def test_batched_decodes_give_each_request_its_own_tokens(rows_engine) -> None:
     lm = rows_engine.llm
-    go = threading.Event()  # the loop holds its steps until every request is in (else a fast machine may finish
-    batcher = DecodeBatcher(lm, width=3, hold=lambda: not go.is_set())  # one before the next arrives)
+    # The loop holds its steps until every request is in (else a fast machine may finish one before the next starts).
+    go = threading.Event()
+    batcher = DecodeBatcher(lm, width=3, hold=lambda: not go.is_set())
     try:
         requests = [_inputs(rows_engine, seed) for seed in range(4)]  # 4 requests, 3 rows: one waits, then joins
         alone = [list(lm.inference(*r, sampler=greedy, max_len=12 + i, min_len=2))

@@ -61,18 +61,25 @@ def test_the_packed_layout_holds_every_value_once_zero_padded() -> None:
 
 
 @needs_kernel
-@pytest.mark.parametrize("n,k", [(16, 64), (37, 70), (1152, 896), (5, 3), (40, 4864)])
+# Blocks of 16 outputs: 1, 3, 72 (four streams a thread, no remainder), 10 and 7 (streams and a remainder).
+@pytest.mark.parametrize("n,k", [(16, 64), (37, 70), (1152, 896), (5, 3), (40, 4864), (150, 40), (100, 1030)])
 @pytest.mark.parametrize("bias", [True, False])
 def test_the_kernel_gives_the_reference_bits_for_any_row_count(n: int, k: int, bias: bool) -> None:
     levels, scales, b = _layer(n, k, n + k, bias)
     op = torch.ops.cosyvoice_kernels.int8_linear
     packed, sums = pack_levels(levels), levels.sum(dim=1, dtype=torch.int32)
     x = torch.randn(33, k, generator=torch.Generator().manual_seed(3))
-    with torch.inference_mode():
-        every = op(x, packed, n, scales, sums, b)
-        assert torch.equal(every, reference_int8_linear(x, levels, scales, b))
-        for rows in (0, 1, 2, 3, 4, 5, 17):  # decoding steps (1-4 rows), a small batch, a prefill-like call
-            assert torch.equal(op(x[:rows], packed, n, scales, sums, b), every[:rows])
+    threads = torch.get_num_threads()
+    try:
+        for count in (1, 2):  # the blocks split over one thread and over two
+            torch.set_num_threads(count)
+            with torch.inference_mode():
+                every = op(x, packed, n, scales, sums, b)
+                assert torch.equal(every, reference_int8_linear(x, levels, scales, b))
+                for rows in (0, 1, 2, 3, 4, 5, 17):  # decoding steps (1-4 rows), a small batch, a prefill-like call
+                    assert torch.equal(op(x[:rows], packed, n, scales, sums, b), every[:rows])
+    finally:
+        torch.set_num_threads(threads)
 
 
 @needs_kernel

@@ -120,22 +120,24 @@ def built() -> bool:
 @functools.cache  # probed once per process
 def int8_linear_available() -> bool:
     """True when `torch.ops.cosyvoice_kernels.int8_linear` is loaded and agrees with the reference arithmetic."""
-    if not built():
-        return False
-    agrees = _probe_int8_linear()
-    if not agrees:
-        log.warning("int8 decoding kernel not used: its probe disagreed with the reference arithmetic")
-    return agrees
+    return built() and _probed(_probe_int8_linear, "int8 decoding kernel")
 
 
 @functools.cache  # probed once per process
 def decode_attention_available() -> bool:
     """True when `torch.ops.cosyvoice_kernels.decode_attention` is loaded and agrees with the reference."""
-    if not built():
+    return built() and _probed(_probe_decode_attention, "decoding attention kernel")
+
+
+def _probed(probe, name: str) -> bool:
+    """The probe's verdict; a probe that raises (a broken build) counts as a disagreement, said in the log."""
+    try:
+        agrees = probe()
+    except Exception as error:  # noqa: BLE001  (an op that fails its probe is not used; the engine keeps torch's)
+        log.warning("%s not used: its probe failed (%s)", name, (str(error).strip().splitlines() or ["?"])[-1])
         return False
-    agrees = _probe_decode_attention()
     if not agrees:
-        log.warning("decoding attention kernel not used: its probe disagreed with the reference arithmetic")
+        log.warning("%s not used: its probe disagreed with the reference arithmetic", name)
     return agrees
 
 
