@@ -97,8 +97,8 @@ def main() -> None:
 
     from bench_engine import FAMILIES
 
-    if args.kernel == "bf16-cache":
-        precision.BF16_CACHE_MIN_BYTES = 0  # measured on any family, whatever its cache size (fast's rule: v1 only)
+    if args.kernel in ("attention", "bf16-cache"):
+        precision.LARGE_CACHE_BYTES = 0  # measured on any family, whatever its cache size (fast's rule: v1 only)
     with tempfile.TemporaryDirectory() as scratch:
         folder = bench_folder(args.family, scratch, args.model_dir, args.tiny, args.cache_dir)
         without = dataclasses.replace(settings_for("fast"), **{switch: False})

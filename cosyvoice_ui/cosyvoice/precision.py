@@ -103,18 +103,19 @@ class FastSettings:
     # one-row products stream the weights faster than fbgemm's (issue 26, fifteenth pass). COSYVOICE_KERNELS=0
     # turns it off.
     kernel_int8_llm: bool = True
-    # A decoding step's attention on the same extension's kernel: one pass over the cached keys (and v1's relative
-    # positions) and values instead of torch's batched products and softmax (issue 26, sixteenth pass). Float32
-    # throughout: float rounding away from torch's.
+    # Where a decode's cache is large (`LARGE_CACHE_BYTES` a position: v1), a decoding step's attention on the same
+    # extension's kernel: one pass over the cached keys, relative positions and values instead of torch's batched
+    # products and softmax (issue 26, sixteenth pass: v1's decode 0.77-0.95x). Float32 sums: float rounding away
+    # from torch's. v2/v3's shared key heads keep 1/7 of v1's cache a position; there the kernel measured even to
+    # 0.95x, and it gives each group of heads one thread (two groups), so they keep SDPA, which spreads over cores.
     kernel_attention: bool = True
-    # With the attention kernel, where a decode's cache is large (`BF16_CACHE_MIN_BYTES` a position): decodes keep
-    # their keys and values (and v1's projected positions) in bf16, half the bytes a step reads; scores and sums stay
-    # float32. v1 reads ~75 MB of cache a step at 435 positions: 0.86-0.96x the decode time with bf16 (issue 26,
-    # sixteenth pass). v2/v3's shared key heads keep 1/7 of that a position, and bf16 did not pay there (1.03x).
+    # With the attention kernel: decodes keep their keys, values and projected positions in bf16, half the bytes a
+    # step reads; scores and sums stay float32. v1 reads ~75 MB of cache a step at 435 positions: 0.86-0.96x the
+    # decode time with bf16 (issue 26, sixteenth pass).
     bf16_decode_cache: bool = True
 
 
-BF16_CACHE_MIN_BYTES = 64 * 1024  # float32 cache bytes a position from which fast keeps decodes' caches in bf16
+LARGE_CACHE_BYTES = 64 * 1024  # a decode's float32 cache bytes a position from which fast takes the attention kernel
 ONEDNN_ROWS_ENV = "COSYVOICE_ONEDNN_INT8_ROWS"  # "0": no oneDNN copy of the int8 LLM (prefills on fbgemm)
 STEP_GRAPH_ENV = "COSYVOICE_STEP_GRAPH"  # "0": one-row decoding steps run eagerly (no recorded graph)
 
@@ -248,14 +249,15 @@ def llm_rows_precision(llm: TransformerLM, precision: str, device: str, fast: Fa
 
 
 def llm_attention_precision(llm: TransformerLM, precision: str, device: str, fast: FastSettings | None = None) -> dict:
-    """After `llm_rows_precision`, before the step is recorded: fast mode's decoding attention on the project's
-    kernel where it is built (`kernels.decode_attention_available()`), over bf16 caches where a decode's cache is
-    large (v1). Returns the record field it sets."""
+    """After `llm_rows_precision`, before the step is recorded: where a decode's cache is large (v1), fast mode's
+    decoding attention on the project's kernel where it is built (`kernels.decode_attention_available()`), over bf16
+    caches. Returns the record field it sets."""
     if precision == "stock" or device != "cpu":
         return {}
     fast = fast or settings_for(precision)
-    if fast.kernel_attention and decode_attention_available():
-        bf16 = fast.bf16_decode_cache and llm.llm.cache_bytes_per_position() >= BF16_CACHE_MIN_BYTES
+    large = llm.llm.cache_bytes_per_position() >= LARGE_CACHE_BYTES
+    if fast.kernel_attention and large and decode_attention_available():
+        bf16 = fast.bf16_decode_cache
         count = llm.attention_on_kernel(torch.bfloat16 if bf16 else None)
         cache = "bf16 cache, " if bf16 else ""
         return {"llm_attention": f"own kernel, {cache}one pass a step ({count} layers)"} if count else {}

@@ -5,7 +5,7 @@ One extension, two ops:
   dynamic linear on AVX-512 VNNI CPUs (`KernelInt8Linear` in models/int8_kernel_linear.py uses it);
 - `decode_attention.cpp`: a decoding step's attention (one query per head over the cached keys, v1's relative
   positions or v2/v3's shared key heads) in one pass over the cache, where torch runs two or three products and a
-  softmax (models/transformer.py and models/qwen2.py use it when `decode_attention_available()`).
+  softmax (models/transformer.py and models/qwen2.py take it when switched on; fast mode does so for v1).
 
 It needs a C++ compiler and torch's headers (both come with a development machine, not with a slim container
 image); it is built once per source, torch version and flags into the user's cache (~30 s on 2 cores) and loaded
