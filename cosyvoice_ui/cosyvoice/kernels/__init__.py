@@ -64,6 +64,7 @@ def kernel_dir() -> Path:
     return Path(base) / "cosyvoice_ui" / "kernels"
 
 
+@functools.cache  # the sources and torch do not change under a running process: read and hashed once
 def build_key() -> str:
     """One build per source, torch version and flags (a changed file or torch gets its own build)."""
     digest = hashlib.sha256()
@@ -160,13 +161,12 @@ def _load() -> None:
 
     log.info("loading the decoding kernels (built once per machine, ~30 s the first time)")
     load_inline(f"cosyvoice_kernels_{build_key()}", cpp_sources=[source.read_text() for source in SOURCES],
-                extra_cflags=list(CFLAGS),
-                extra_ldflags=list(LDFLAGS), build_directory=str(build_folder()), is_python_module=False,
-                verbose=False)
+                extra_cflags=list(CFLAGS), extra_ldflags=list(LDFLAGS), build_directory=str(build_folder()),
+                is_python_module=False, verbose=False)
 
 
 def build_folder() -> Path:
-    """This source's build folder under `kernel_dir()` (made if missing)."""
+    """These sources' build folder under `kernel_dir()` (made if missing)."""
     folder = kernel_dir() / f"ops-{build_key()}"
     folder.mkdir(parents=True, exist_ok=True)
     return folder

@@ -222,4 +222,4 @@ class DecodeBatcher:
             sequence.cache = None
             sequence.finish()
             return
-        sequence.next_input = self.lm.speech_embedding.weight[token].reshape(1, 1, -1)
+        sequence.next_input = self.lm.step_input(token)

@@ -192,6 +192,10 @@ class SpeechTokenLM(nn.Module):
         """(min_len, max_len) in speech tokens for Tt text ids (prompt text not counted)."""
         return int(n_text * self.cfg.min_token_text_ratio), int(n_text * self.cfg.max_token_text_ratio)
 
+    def step_input(self, token: int) -> torch.Tensor:
+        """The next decoding step's input after `token`: its speech embedding, [1, 1, D]."""
+        return self.speech_embedding.weight[token].reshape(1, 1, -1)
+
     def _next_logp(self, hidden: torch.Tensor) -> torch.Tensor:
         """[1, T, D] → [V] float32 log-probabilities after the last position, on the CPU.
 
@@ -282,7 +286,7 @@ class SpeechTokenLM(nn.Module):
                 break
             yield token
             decoded.append(token)
-            x = self.speech_embedding.weight[token].reshape(1, 1, -1)
+            x = self.step_input(token)
 
     @torch.inference_mode()
     def teacher_forced_logp(
@@ -316,6 +320,5 @@ class SpeechTokenLM(nn.Module):
         cache = self.llm.new_cache(reserve=x.size(1) + len(tokens) + 1)
         rows = [self._next_logp(self.llm.forward_step(x, cache))]
         for token in tokens:
-            step = self.speech_embedding.weight[token].reshape(1, 1, -1)
-            rows.append(self._next_logp(self.llm.forward_step(step, cache)))
+            rows.append(self._next_logp(self.llm.forward_step(self.step_input(token), cache)))
         return torch.stack(rows)
