@@ -31,6 +31,7 @@ import torch
 from torch import nn
 
 from cosyvoice_ui.cosyvoice.checkpoint import read_state_dict
+from cosyvoice_ui.cosyvoice.kernels import snake_available
 from cosyvoice_ui.cosyvoice.models.linears import Int4Linear, int4_kernels_available
 from cosyvoice_ui.cosyvoice.models.nsf import CausalSineGen2, FixedNSFNoise, NSFNoise
 from cosyvoice_ui.cosyvoice.precision import (FastSettings, bf16_is_native, int8_estimator_wanted,
@@ -175,7 +176,7 @@ def fast_variants(engine, fast: FastSettings, extra_fast: FastSettings) -> tuple
     what was left out (bf16 without native support: the engine keeps float32 there too)."""
     native = bf16_is_native()
     estimators: dict[tuple, nn.Module] = {}  # ("int8",) or ("bf16", matmul attention)
-    hifts: list[nn.Module] = []
+    hifts: dict[bool, nn.Module] = {}  # by whether its Snake activations run on the kernel
 
     def converts(settings: FastSettings) -> bool:
         return uses_int8_estimator(engine, settings) or (settings.bf16_estimator and native)
@@ -198,12 +199,18 @@ def fast_variants(engine, fast: FastSettings, extra_fast: FastSettings) -> tuple
             return "int8 estimator"
         return "bf16 estimator" + (", matmul attention" if settings.matmul_attention else "")
 
-    def bf16_hift() -> nn.Module:
-        if not hifts:
+    def bf16_hift(settings: FastSettings) -> nn.Module:
+        """The vocoder as fast mode runs it: bf16 convolutions, time-major, the Snake kernel where it is built."""
+        kernel = settings.kernel_snake and snake_available()
+        if kernel not in hifts:
             converted = copy.deepcopy(engine.hift)
             converted.set_conv_dtype(torch.bfloat16)
-            hifts.append(converted)
-        return hifts[0]
+            converted.use_time_major()
+            if kernel:
+                converted.use_snake_kernel()
+            hifts[kernel] = converted
+        return hifts[kernel]
+
 
     def changes(settings: FastSettings) -> dict[str, Change]:
         """Each change of `settings` alone, by name."""
@@ -213,7 +220,7 @@ def fast_variants(engine, fast: FastSettings, extra_fast: FastSettings) -> tuple
         if converts(settings):
             out[estimator_name(settings)] = Change(estimator=estimator(settings))
         if settings.bf16_hift and native:
-            out["bf16 HiFT convolutions"] = Change(hift=bf16_hift())
+            out[hift_row(settings)] = Change(hift=bf16_hift(settings))
         if not settings.guidance:
             out["no classifier-free guidance"] = Change(guidance=False)
         return out
@@ -221,7 +228,7 @@ def fast_variants(engine, fast: FastSettings, extra_fast: FastSettings) -> tuple
     def whole(settings: FastSettings) -> Change:
         return Change(n_timesteps=settings.n_timesteps, flow_prompt_seconds=settings.flow_prompt_seconds,
                       estimator=estimator(settings) if converts(settings) else None,
-                      hift=bf16_hift() if settings.bf16_hift and native else None, guidance=settings.guidance)
+                      hift=bf16_hift(settings) if settings.bf16_hift and native else None, guidance=settings.guidance)
 
     variants = {SEED_ROW: Change(seed_offset=SEED_OFFSET), **changes(fast), **changes(extra_fast),
                 FAST_ROW: whole(fast), EXTRA_ROW: whole(extra_fast)}
@@ -230,6 +237,11 @@ def fast_variants(engine, fast: FastSettings, extra_fast: FastSettings) -> tuple
                           for s in (fast, extra_fast)):
         skipped.append("bf16 estimator and HiFT: this CPU has no native bf16, so fast mode keeps them float32")
     return variants, skipped
+
+
+def hift_row(settings: FastSettings) -> str:
+    """The name of fast's vocoder row: bf16 convolutions, with the Snake kernel where this machine runs it."""
+    return "bf16 HiFT convolutions" + (", one-pass Snake" if settings.kernel_snake and snake_available() else "")
 
 
 def uses_int8_estimator(engine, settings: FastSettings) -> bool:

@@ -143,7 +143,7 @@ class Precision:
     # "fp32" | "fp32 (oneDNN packed estimator, N linears)" | "bf16 estimator" | "int8 estimator (N linears)"
     flow: str = "fp32"
     flow_attention: str = "sdpa"  # "sdpa" | "matmul" (bf16 estimator)
-    hift: str = "fp32"  # "fp32" | "bf16 convolutions (...)"
+    hift: str = "fp32"  # "fp32" | "bf16 convolutions (...)", + ", time-major" on a CPU (conv_layout.py)
     flow_steps: int | None = None  # Euler steps when not the yaml's
     flow_prompt_seconds: float | None = None  # fast mode keeps only the prompt's last seconds in the flow
     flow_guidance: bool = True  # classifier-free guidance in the flow (extra-fast turns it off)

@@ -55,7 +55,7 @@ def _expected_rows(family: str, fast: FastSettings, extra: FastSettings) -> set[
     elif bf16_is_native():  # the U-Nets, and the DiT where the CPU has bf16 matrix units
         rows.add("bf16 estimator, matmul attention")
     if bf16_is_native():
-        rows.add("bf16 HiFT convolutions")
+        rows.add(deviation.hift_row(fast))
     return rows
 
 
@@ -85,7 +85,7 @@ def test_every_change_moves_something_and_guidance_moves_the_mel(report) -> None
     assert rows["no classifier-free guidance"]["mel_l1"] > 0
     assert rows[deviation.EXTRA_ROW]["mel_l1"] > 0
     if bf16_is_native():  # a vocoder-only change leaves the mel exactly as it was
-        assert rows["bf16 HiFT convolutions"]["mel_l1"] == 0.0
+        assert rows[deviation.hift_row(settings_for("fast"))]["mel_l1"] == 0.0
 
 
 def test_verdict_follows_the_seed_ratio(report) -> None:

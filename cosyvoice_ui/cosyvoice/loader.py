@@ -32,7 +32,7 @@ from .models.sampling import RasSampler
 from .models.linears import int4_kernels_available
 from .precision import (PRECISIONS, FastSettings, bf16_is_native, bf16_matrix_units, flow_precision,
                         llm_attention_precision, llm_precision, llm_rows_precision, llm_step_precision, precision_record,
-                        resolve_precision, settings_for, vocoder_precision)
+                        resolve_precision, settings_for, vocoder_precision, vocoder_run_time)
 from .prepared import PreparedModels
 from .prepared import enabled as prepared_enabled
 from .recipes import InputRecipe
@@ -169,6 +169,7 @@ def load_parts(model_dir: Path, device: str = "auto", progress: ProgressCallback
                                             config).to(device),
         lambda model: vocoder_precision(model, precision, device, fast))
     done = {"mode": precision, **done}
+    done.update(vocoder_run_time(hift, precision, device, done, fast))
     sources = [source]
     report(progress, "load", 0.10, "loading llm.pt")
     llm, llm_done, source = _load_model(

@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from ..types import Precision
-from .kernels import decode_attention_available, int8_linear_available
+from .kernels import decode_attention_available, int8_linear_available, snake_available
 from .models.linears import (INT4_GROUP, INT8_ONEDNN_MIN_ROWS, int4_kernels_available, int8_matrix_units,
                              int8_rows_on_onednn, one_row_layout, onednn_linear_works, pack_linears)
 
@@ -113,6 +113,9 @@ class FastSettings:
     # step reads; scores and sums stay float32. v1 reads ~75 MB of cache a step at 435 positions: 0.86-0.96x the
     # decode time with bf16 (issue 26, sixteenth pass).
     bf16_decode_cache: bool = True
+    # The vocoder's Snake activations on the same extension's one-pass kernel (`kernels/snake.cpp`): float32
+    # inside, rounded once (torch's five bf16 ops round after each); 0.25-0.3x their time (seventeenth pass).
+    kernel_snake: bool = True
 
 
 LARGE_CACHE_BYTES = 64 * 1024  # a decode's float32 cache bytes a position from which fast takes the attention kernel
@@ -195,7 +198,7 @@ def int8_estimator_wanted(fast: FastSettings, estimator: object, device: str) ->
 def apply_precision(llm: TransformerLM, flow: MaskedDiffWithXvec, precision: str, device: str,
                     fast: FastSettings | None = None, hift: HiFTGenerator | None = None) -> Precision:
     """Apply `precision` to loaded models in place; returns what was done (for `EngineInfo.precision`).
-    `hift` is only changed by fast precision (and left alone when None). The loader applies the same
+    `hift` is changed by fast precision and laid out for a CPU (`vocoder_layout`); left alone when None. The loader applies the same
     three steps one model at a time instead (`llm_precision`, `flow_precision`, `vocoder_precision`),
     so a model's float weights are gone before the next file is read."""
     check_precision(precision)
@@ -206,6 +209,7 @@ def apply_precision(llm: TransformerLM, flow: MaskedDiffWithXvec, precision: str
             **flow_precision(flow, precision, device, fast)}
     if hift is not None:
         done.update(vocoder_precision(hift, precision, device, fast))
+        done.update(vocoder_run_time(hift, precision, device, done, fast))
     return precision_record(done)
 
 
@@ -315,6 +319,25 @@ def vocoder_precision(hift: HiFTGenerator, precision: str, device: str, fast: Fa
         hift.set_conv_dtype(torch.bfloat16)
         return {"hift": "bf16 convolutions (f0, source, STFT fp32)"}
     return {"hift": "fp32"}
+
+
+def vocoder_run_time(hift: HiFTGenerator, precision: str, device: str, done: dict,
+                     fast: FastSettings | None = None) -> dict:
+    """After `vocoder_precision` (and after a prepared copy is read or written: copies keep plain layouts and hold
+    no kernel buffers). On a CPU, in every precision, the vocoder's convolutions run on time-major signals
+    (`conv_layout`: no reorder around each oneDNN call; same numbers in bf16, float32 rounding apart; the whole
+    vocoder 0.55-0.7x its time, issue 26, seventeenth pass). Fast mode's Snake activations run on the project's
+    one-pass kernel where it is built (0.25-0.3x torch's five ops). Returns the record field it changes: `hift`
+    gains ", time-major" and ", one-pass Snake"."""
+    if device != "cpu":
+        return {}
+    record = done.get("hift", Precision.hift)
+    if hift.use_time_major():
+        record += ", time-major"
+    fast = fast or (settings_for(precision) if precision != "stock" else None)
+    if fast is not None and fast.kernel_snake and snake_available() and hift.use_snake_kernel():
+        record += ", one-pass Snake"
+    return {"hift": record}
 
 
 def precision_record(done: dict) -> Precision:

@@ -46,7 +46,7 @@ FOLDER_NAME = ".prepared"
 WEIGHT_FIELDS = ("int8_llm", "int4_llm", "bf16_estimator", "int8_estimator", "matmul_attention", "bf16_hift")
 RUN_TIME_FIELDS = ("n_timesteps", "flow_prompt_seconds", "guidance", "chunked_last_pass",
                    "onednn_int8_rows", "kernel_int8_llm", "kernel_attention",
-                   "bf16_decode_cache")  # a test keeps the two lists complete
+                   "bf16_decode_cache", "kernel_snake")  # a test keeps the two lists complete
 ENABLED_ENV = "COSYVOICE_PREPARED_MODELS"  # "0" turns prepared copies off (read and write)
 
 _DTYPES = {torch.float32: "F32", torch.float64: "F64", torch.bfloat16: "BF16", torch.float16: "F16",

@@ -10,6 +10,7 @@ stream speech 1e-3.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import hashlib
 import json
@@ -20,6 +21,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from cosyvoice_ui.cosyvoice import kernels
 from cosyvoice_ui.cosyvoice.checkpoint import (fold_weight_norm, load_strict, read_state_dict,
                                                strip_generator_prefix)
 from cosyvoice_ui.cosyvoice.config import HiFTConfig, parse_v1, read_yaml
@@ -835,3 +837,51 @@ def test_v3_window_context_covers_the_decoder_s_reach(v3: CausalHiFTGenerator) -
     finally:
         v3.WINDOW_CONTEXT_FRAMES = saved
     assert (bare - whole[:, 100 * v3.upsample_factor:]).abs().max().item() > 1e-4
+
+
+# --- a CPU's layout and kernel (conv_layout.py, kernels/snake.cpp) against the goldens ------------------------
+
+
+def _laid_out(model: HiFTGenerator, kernel: bool) -> HiFTGenerator:
+    """A copy with time-major convolutions (every precision on a CPU) and, when asked, the Snake kernel (fast)."""
+    if kernel and not kernels.snake_available():
+        pytest.skip(f"the kernels are not available here: {kernels.why_not_built() or 'build failed'}")
+    laid = copy.deepcopy(model)
+    assert laid.use_time_major() > 0
+    if kernel:
+        assert laid.use_snake_kernel() > 0
+    return laid
+
+
+@pytest.mark.parametrize("kernel", [False, True])
+@pytest.mark.parametrize("family", ["v1", "v2"])
+def test_time_major_conv_post_out_matches_golden(family: str, kernel: bool, vocoders) -> None:
+    model, golden = vocoders(family)
+    laid = _laid_out(model, kernel)
+    case = "H1_frontend_mel"
+    for window in (0, 3):  # whole, and later stages in windows
+        laid.window_frames = window
+        with torch.no_grad():
+            out = laid.decode_to_spectrum(golden[f"{case}.mel"], golden[f"{case}.source"])
+        assert_close(out, golden[f"{case}.conv_post_out"], 1e-4, f"{family} time-major conv_post_out ({window})")
+
+
+@pytest.mark.parametrize("kernel", [False, True])
+def test_v3_time_major_matches_goldens(kernel: bool, v3_dir: Path, v3: CausalHiFTGenerator,
+                                       g3: dict[str, torch.Tensor]) -> None:
+    """conv_post_out, every case's wave (final and not: conv_pre's right context), and the streamed vocoder calls."""
+    laid = _laid_out(v3, kernel)
+    case = "H1_frontend_mel"
+    with torch.no_grad():
+        out = laid.decode_to_spectrum(g3[f"{case}.mel"], g3[f"{case}.source"])
+    assert_close(out, g3[f"{case}.conv_post_out"], 1e-4, "time-major conv_post_out")
+    for case, finalize in V3_CASES:
+        wave, _ = laid.inference(g3[f"{case}.mel"], finalize)
+        assert_close(wave, g3[f"{case}.wave"], 1e-3, f"{case} time-major wave end to end")
+    stream = load_file(str(v3_dir / "stream_goldens.safetensors"))
+    flow = load_file(str(v3_dir / "flow_goldens.safetensors"))
+    stage = json.loads((v3_dir / "manifest.json").read_text())["stages"]["stream"]["S1"]
+    call_mels = [flow["F2_stream_chunk0.mel"], stream["S1.flow_mel_1"], flow["F1_zero_shot.mel"]]
+    finals = [c["finalize"] for c in stage["hift_calls"]]
+    chunks = stream_chunks(laid, call_mels, stage["token_offsets"], finals, token_mel_ratio=2)
+    assert_close(torch.cat(chunks, dim=1), stream["S1.speech"], 1e-3, "S1 speech, time-major")

@@ -8,6 +8,8 @@ import pytest
 import torch
 from torch import nn
 
+from cosyvoice_ui.cosyvoice import kernels
+from cosyvoice_ui.cosyvoice.models.hift import Snake
 from cosyvoice_ui.cosyvoice.models.linears import (INT4_GROUP, Int4Linear, PackedLinear, int4_kernels_available,
                                                    onednn_linear_works, pack_linears, quantize_linears_int4)
 from cosyvoice_ui.cosyvoice.precision import (FastSettings, apply_precision, bf16_is_native, speed_up_llm,
@@ -217,7 +219,10 @@ def test_bf16_estimator_matmul_attention_matches_its_sdpa_path(modules) -> None:
 def test_fast_precision_reports_the_vocoder(modules) -> None:
     llm, flow, hift, _ = modules
     done = apply_precision(llm, flow, "fast", "cpu", FastSettings(bf16_hift=False), hift=hift)
-    assert done.hift == "fp32" and not done.bf16_hift and hift.decode_dtype == torch.float32
+    snake = ", one-pass Snake" if kernels.snake_available() else ""
+    assert done.hift == f"fp32, time-major{snake}" and not done.bf16_hift and hift.decode_dtype == torch.float32
+    assert hift.time_major and hift.conv_post.weight.stride(1) == 1  # in-channels adjacent: channels-last
+    assert all(m.kernel == bool(snake) for m in hift.modules() if isinstance(m, Snake))
     assert "q/k/v fused" in done.llm
 
 
@@ -437,7 +442,9 @@ def test_fast_llm_takes_onednn_rows_only_where_asked_and_keeps_its_tokens(module
     monkeypatch.delenv(precision.ONEDNN_ROWS_ENV)
     monkeypatch.setattr(precision, "int8_matrix_units", lambda: False)
     llm3, flow3, _, _ = build_v1_modules(v1_yaml(TinyDims()), seed=3)
-    assert apply_precision(llm3, flow3, "fast", "cpu").llm_rows == ""
+    rows = apply_precision(llm3, flow3, "fast", "cpu").llm_rows  # without AMX: the own kernel where built, or fbgemm
+    assert not rows.startswith("oneDNN") and not any(isinstance(m, Int8RowsOnOneDNN) for m in llm3.modules())
+    assert rows.startswith("own int8 kernel") if kernels.int8_linear_available() else rows == ""
 
 
 def test_the_one_row_layout_follows_the_cpu_and_can_be_forced(monkeypatch) -> None:

@@ -1,11 +1,13 @@
 """Kernels of our own, compiled for this machine at first use and cached (issue 26).
 
-One extension, two ops:
+One extension, three ops:
 - `int8_linear.cpp`: int8 linears whose one-row products (decoding steps) stream the weights faster than fbgemm's
   dynamic linear on AVX-512 VNNI CPUs (`KernelInt8Linear` in models/int8_kernel_linear.py uses it);
 - `decode_attention.cpp`: a decoding step's attention (one query per head over the cached keys, v1's relative
   positions or v2/v3's shared key heads) in one pass over the cache, where torch runs two or three products and a
-  softmax (models/transformer.py and models/qwen2.py take it when switched on; fast mode does so for v1).
+  softmax (models/transformer.py and models/qwen2.py take it when switched on; fast mode does so for v1);
+- `snake.cpp`: the vocoder's Snake activation in one pass over the signal, where torch runs five element-wise ops
+  (models/hift.py's `Snake` takes it when switched on; fast mode does so).
 
 It needs a C++ compiler and torch's headers (both come with a development machine, not with a slim container
 image); it is built once per source, torch version and flags into the user's cache (~30 s on 2 cores) and loaded
@@ -33,7 +35,7 @@ log = logging.getLogger(__name__)
 KERNEL_ENV = "COSYVOICE_KERNELS"
 OLD_KERNEL_ENV = "COSYVOICE_INT8_KERNEL"  # the fifteenth pass's name for the same switch, still read
 KERNEL_DIR_ENV = "COSYVOICE_KERNEL_DIR"
-SOURCES = tuple(Path(__file__).with_name(name) for name in ("int8_linear.cpp", "decode_attention.cpp"))
+SOURCES = tuple(Path(__file__).with_name(name) for name in ("int8_linear.cpp", "decode_attention.cpp", "snake.cpp"))
 # AVX-512 with VNNI; no -march=native, so the cached build states what it needs and nothing more.
 CFLAGS = ("-O3", "-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mavx512vnni", "-fopenmp",
           "-ffp-contract=off")  # no fused multiply-adds: every path rounds the same way
@@ -130,6 +132,12 @@ def decode_attention_available() -> bool:
     return built() and _probed(_probe_decode_attention, "decoding attention kernel")
 
 
+@functools.cache  # probed once per process
+def snake_available() -> bool:
+    """True when `torch.ops.cosyvoice_kernels.snake` is loaded and agrees with the reference."""
+    return built() and _probed(_probe_snake, "Snake kernel")
+
+
 def _probed(probe, name: str) -> bool:
     """The probe's verdict; a probe that raises (a broken build) counts as a disagreement, said in the log."""
     try:
@@ -155,7 +163,7 @@ def builds_now() -> bool:
 
 
 def _load() -> None:
-    if all(hasattr(torch.ops.cosyvoice_kernels, op) for op in ("int8_linear", "decode_attention")):  # loaded before
+    if all(hasattr(torch.ops.cosyvoice_kernels, op) for op in ("int8_linear", "decode_attention", "snake")):  # loaded before
         return
     from torch.utils.cpp_extension import load_inline
 
@@ -248,4 +256,34 @@ def _probe_decode_attention() -> bool:
         ref = reference_decode_attention(query, keys, values, position_query, positions, 0.25)
         if not torch.allclose(out, ref, rtol=1e-5, atol=1e-5):
             return False
+    return True
+
+
+def reference_snake(x: torch.Tensor, alpha: torch.Tensor, inv_alpha: torch.Tensor) -> torch.Tensor:
+    """The Snake kernel's arithmetic in plain torch ops (float64, rounded once to x's dtype): x [B, C, T],
+    alpha and inv_alpha [C] → x + inv_alpha · sin²(alpha · x)."""
+    wide = x.double()
+    a, inv = alpha.double().view(1, -1, 1), inv_alpha.double().view(1, -1, 1)
+    return (wide + inv * torch.sin(a * wide) ** 2).to(x.dtype)
+
+
+def _probe_snake() -> bool:
+    """Both layouts (channels adjacent, time adjacent), both dtypes, channel and time counts with tails, arguments
+    up to a few hundred radians: within float32 rounding of the reference (bf16: one rounding step)."""
+    generator = torch.Generator().manual_seed(0)
+    op = torch.ops.cosyvoice_kernels.snake
+    for channels, frames in ((20, 37), (64, 5)):
+        alpha = torch.rand(channels, generator=generator) * 3 + 0.05
+        inv_alpha = 1 / alpha
+        x = torch.randn(2, channels, frames, generator=generator) * 40
+        for layout in (x, x.transpose(1, 2).contiguous().transpose(1, 2)):
+            for dtype, tolerance in ((torch.float32, 1e-5), (torch.bfloat16, 1e-2)):
+                values = layout.to(dtype)
+                with torch.inference_mode():
+                    out = op(values, alpha, inv_alpha)
+                ref = reference_snake(values, alpha, inv_alpha)
+                if out.dtype != dtype or out.stride() != values.stride():
+                    return False
+                if not torch.allclose(out.double(), ref.double(), rtol=tolerance, atol=tolerance):
+                    return False
     return True

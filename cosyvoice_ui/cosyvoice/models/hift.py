@@ -32,6 +32,7 @@ from torch import nn
 from ..checkpoint import StateDict
 from ..config import HiFTConfig
 from .causal_conv import CausalConv1d
+from .conv_layout import Conv1d, ConvTranspose1d, reflect_one_left, time_major, use_time_major
 from .nsf import NSFNoise, SineGen, SineGen2, SourceModuleHnNSF
 
 log = logging.getLogger(__name__)
@@ -48,7 +49,21 @@ class Snake(nn.Module):
         super().__init__()
         self.alpha = nn.Parameter(torch.ones(channels))
 
+    # Set by `use_kernel`: inference runs on the project's one-pass kernel (`kernels/snake.cpp`).
+    kernel = False
+
+    def use_kernel(self) -> None:
+        """Inference on `torch.ops.cosyvoice_kernels.snake` (call only where `kernels.snake_available()`): one
+        read and one write of the signal instead of five element-wise ops, float32 inside, one rounding. 1/α is
+        kept in float32 beside it (non-persistent: the checkpoint's keys stay)."""
+        alpha = self.alpha.detach().float()
+        self.register_buffer("kernel_alpha", alpha.contiguous(), persistent=False)
+        self.register_buffer("kernel_inv_alpha", (1.0 / (alpha + 1e-9)).contiguous(), persistent=False)
+        self.kernel = True
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.kernel and not torch.is_grad_enabled():
+            return torch.ops.cosyvoice_kernels.snake(x, self.kernel_alpha, self.kernel_inv_alpha)
         alpha = self.alpha.view(1, -1, 1)
         if torch.is_grad_enabled():
             return x + (1.0 / (alpha + 1e-9)) * torch.sin(x * alpha).pow(2)
@@ -69,7 +84,7 @@ class ResBlock(nn.Module):
         def conv(d: int) -> nn.Conv1d:
             if causal:
                 return CausalConv1d(channels, channels, kernel_size, dilation=d)
-            return nn.Conv1d(channels, channels, kernel_size, dilation=d, padding=_same_padding(kernel_size, d))
+            return Conv1d(channels, channels, kernel_size, dilation=d, padding=_same_padding(kernel_size, d))
 
         self.convs1 = nn.ModuleList(conv(d) for d in dilations)
         self.convs2 = nn.ModuleList(conv(1) for _ in dilations)
@@ -158,16 +173,16 @@ class HiFTGenerator(nn.Module):
         return ConvRNNF0Predictor(cfg.f0_in_channels, cfg.f0_cond_channels)
 
     def _make_conv_pre(self, c_in: int, c_out: int) -> nn.Module:
-        return nn.Conv1d(c_in, c_out, 7, padding=3)
+        return Conv1d(c_in, c_out, 7, padding=3)
 
     def _make_up(self, c_in: int, c_out: int, kernel: int, rate: int) -> nn.Module:
-        return nn.ConvTranspose1d(c_in, c_out, kernel, rate, padding=(kernel - rate) // 2)
+        return ConvTranspose1d(c_in, c_out, kernel, rate, padding=(kernel - rate) // 2)
 
     def _make_source_down(self, c_in: int, c_out: int, rate: int) -> nn.Module:
-        return nn.Conv1d(c_in, c_out, 1) if rate == 1 else nn.Conv1d(c_in, c_out, 2 * rate, rate, padding=rate // 2)
+        return Conv1d(c_in, c_out, 1) if rate == 1 else Conv1d(c_in, c_out, 2 * rate, rate, padding=rate // 2)
 
     def _make_conv_post(self, c_in: int, c_out: int) -> nn.Module:
-        return nn.Conv1d(c_in, c_out, 7, padding=3)
+        return Conv1d(c_in, c_out, 7, padding=3)
 
     # The convolution stack `set_conv_dtype` converts: everything between the source STFT and the iSTFT.
     CONV_STACK = ("conv_pre", "ups", "source_downs", "source_resblocks", "resblocks", "conv_post")
@@ -180,6 +195,23 @@ class HiFTGenerator(nn.Module):
         for name in self.CONV_STACK:
             getattr(self, name).to(dtype)
         self.decode_dtype = dtype
+
+    def use_time_major(self) -> int:
+        """Run the convolution stack on time-major signals (`conv_layout`: oneDNN's channels-last, no reorder
+        around each convolution), in place, after `set_conv_dtype`; returns how many layers. Same numbers."""
+        count = sum(use_time_major(getattr(self, name)) for name in self.CONV_STACK)
+        self.time_major = count > 0
+        return count
+
+    time_major = False  # set by `use_time_major`: the stack's inputs are made time-major once, up front
+
+    def use_snake_kernel(self) -> int:
+        """Every Snake activation on the project's one-pass kernel (`Snake.use_kernel`; call only where
+        `kernels.snake_available()`), in place; returns how many."""
+        activations = [m for m in self.modules() if isinstance(m, Snake)]
+        for activation in activations:
+            activation.use_kernel()
+        return len(activations)
 
     @property
     def sample_rate(self) -> int:
@@ -234,6 +266,8 @@ class HiFTGenerator(nn.Module):
         convolutions reach: the same values as one whole pass (float summation order aside)."""
         low = self.decode_dtype
         s_stft = self._stft(source).to(low)  # no-ops in float32
+        if self.time_major:
+            s_stft = time_major(s_stft)
         x = self.conv_pre(mel.to(low))
         rate0 = self.cfg.upsample_rates[0]
         window = self.window_frames * rate0
@@ -310,7 +344,7 @@ class HiFTGenerator(nn.Module):
         if i == len(self.ups) - 1:
             # The transposed convs give exactly N/hop frames; the centred STFT has one more.
             if at_start:
-                x = F.pad(x, (1, 0), mode="reflect")
+                x = reflect_one_left(x) if self.time_major else F.pad(x, (1, 0), mode="reflect")
             else:
                 s_stft = s_stft[..., 1:]
         source = self.source_resblocks[i](self.source_downs[i](s_stft))

@@ -22,6 +22,7 @@ from torch import nn
 
 from ..config import HiFTConfig
 from .causal_conv import CausalConv1d, CausalDownsample, CausalUpsample
+from .conv_layout import time_major
 from .hift import HiFTGenerator
 from .nsf import CausalSineGen2, FixedNSFNoise, replay_rng
 
@@ -113,6 +114,8 @@ class CausalHiFTGenerator(HiFTGenerator):
         R*(T'-4) + 1 (the last 4 mel frames are conv_pre's right context)."""
         low = self.decode_dtype
         s_stft = self._stft(source)
+        if self.time_major:
+            s_stft = time_major(s_stft)
         mel = mel.to(low)
         if finalize:
             x = self.conv_pre(mel)
