@@ -417,6 +417,13 @@ def test_onednn_rows_take_many_rows_and_leave_few_to_fbgemm() -> None:
     # Its activations keep 8 bits (fbgemm's 7), so it is at least as close to float32.
     assert (ours - exact).abs().max() / scale < 0.03
     assert (ours - exact).abs().mean() <= (fbgemm - exact).abs().mean() * 1.05
+    import copy
+
+    copied = copy.deepcopy(wrapped)  # oneDNN's packed weights are opaque: the copy packs its own
+    assert type(copied) is Int8RowsOnOneDNN and copied.weight_packed is not wrapped.weight_packed
+    assert type(wrapped) is Int8RowsOnOneDNN and copied.min_rows == wrapped.min_rows
+    with torch.inference_mode():
+        assert torch.equal(copied(many), ours) and torch.equal(copied(few), fbgemm_few)
 
 
 def test_fast_llm_takes_onednn_rows_only_where_asked_and_keeps_its_tokens(modules, monkeypatch) -> None:

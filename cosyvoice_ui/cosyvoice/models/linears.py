@@ -30,6 +30,7 @@ which of its linears; `precision.py` decides when).
 
 from __future__ import annotations
 
+import copy
 import functools
 import os
 import warnings
@@ -413,6 +414,18 @@ class Int8RowsOnOneDNN(DynamicQuantLinear):
         dynamic.weight_zero_points = torch.zeros(out_features, dtype=torch.long)
         dynamic.onednn_bias = None if bias is None else bias.detach().float().contiguous()
         return dynamic
+
+    def __deepcopy__(self, memo: dict) -> Int8RowsOnOneDNN:
+        """A copy with its own oneDNN copy: oneDNN's packed weights are opaque tensors that cannot be copied, so
+        the plain layer is copied and packed again from its int8 weights (the same values)."""
+        packed = self.__dict__.pop("weight_packed")
+        self.__class__ = DynamicQuantLinear
+        try:
+            plain = copy.deepcopy(self, memo)
+        finally:
+            self.__class__ = Int8RowsOnOneDNN
+            self.weight_packed = packed
+        return Int8RowsOnOneDNN.adopt(plain, self.min_rows)  # its other oneDNN fields are set afresh
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         rows = x.numel() // self.in_features
