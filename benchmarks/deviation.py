@@ -32,7 +32,8 @@ from torch import nn
 
 from cosyvoice_ui.cosyvoice.checkpoint import read_state_dict
 from cosyvoice_ui.cosyvoice.kernels import snake_available
-from cosyvoice_ui.cosyvoice.models.linears import Int4Linear, int4_kernels_available
+from cosyvoice_ui.cosyvoice.models.linears import (Int4Linear, fuse_linear_gelus, int4_kernels_available,
+                                                   onednn_fused_gelu_works)
 from cosyvoice_ui.cosyvoice.models.nsf import CausalSineGen2, FixedNSFNoise, NSFNoise
 from cosyvoice_ui.cosyvoice.precision import (FastSettings, bf16_is_native, int8_estimator_wanted,
                                               llm_attention_precision, llm_rows_precision, settings_for)
@@ -189,8 +190,10 @@ def fast_variants(engine, fast: FastSettings, extra_fast: FastSettings) -> tuple
             converted = copy.deepcopy(engine.flow.estimator)  # to_int8 / to_bf16 unpack stock's packed linears
             if int8:
                 converted.to_int8(kept_dtype=torch.bfloat16 if native else None)
-            else:
+            else:  # and as fast mode runs it after loading: the feed-forwards' GELU fused where oneDNN can
                 converted.to_bf16(matmul_attention=settings.matmul_attention)
+                if onednn_fused_gelu_works(torch.bfloat16):
+                    fuse_linear_gelus(converted, skip=("time_embed",))
             estimators[key] = converted
         return estimators[key]
 

@@ -30,7 +30,7 @@ from .frontend.onnx_models import SpeakerEncoder, SpeechTokenizer
 from .frontend.prompt import PromptEncoder
 from .models.sampling import RasSampler
 from .models.linears import int4_kernels_available
-from .precision import (PRECISIONS, FastSettings, bf16_is_native, bf16_matrix_units, flow_precision,
+from .precision import (PRECISIONS, FastSettings, bf16_is_native, bf16_matrix_units, flow_precision, flow_run_time,
                         llm_attention_precision, llm_precision, llm_rows_precision, llm_step_precision, precision_record,
                         resolve_precision, settings_for, vocoder_precision, vocoder_run_time)
 from .prepared import PreparedModels
@@ -191,6 +191,7 @@ def load_parts(model_dir: Path, device: str = "auto", progress: ProgressCallback
         lambda mapped: backend.load_flow(config.flow, read_state_dict(folder.path / "flow.pt", mapped)).to(device),
         lambda model: flow_precision(model, precision, device, fast))
     done.update(flow_done)
+    done.update(flow_run_time(flow, precision, device, done))
     sources.append(source)
     if prepared is not None:
         done["prepared"] = "read" if set(sources) == {"read"} else "written" if "written" in sources else "partly read"

@@ -47,8 +47,9 @@ import torch
 
 from ..types import Precision
 from .kernels import decode_attention_available, int8_linear_available, snake_available
-from .models.linears import (INT4_GROUP, INT8_ONEDNN_MIN_ROWS, int4_kernels_available, int8_matrix_units,
-                             int8_rows_on_onednn, one_row_layout, onednn_linear_works, pack_linears)
+from .models.linears import (INT4_GROUP, INT8_ONEDNN_MIN_ROWS, fuse_linear_gelus, int4_kernels_available,
+                             int8_matrix_units, int8_rows_on_onednn, one_row_layout, onednn_fused_gelu_works,
+                             onednn_linear_works, pack_linears)
 
 if TYPE_CHECKING:
     from .models.flow import MaskedDiffWithXvec
@@ -207,6 +208,7 @@ def apply_precision(llm: TransformerLM, flow: MaskedDiffWithXvec, precision: str
             **llm_attention_precision(llm, precision, device, fast),
             **llm_step_precision(llm, device),
             **flow_precision(flow, precision, device, fast)}
+    done.update(flow_run_time(flow, precision, device, done))
     if hift is not None:
         done.update(vocoder_precision(hift, precision, device, fast))
         done.update(vocoder_run_time(hift, precision, device, done, fast))
@@ -319,6 +321,28 @@ def vocoder_precision(hift: HiFTGenerator, precision: str, device: str, fast: Fa
         hift.set_conv_dtype(torch.bfloat16)
         return {"hift": "bf16 convolutions (f0, source, STFT fp32)"}
     return {"hift": "fp32"}
+
+
+def flow_run_time(flow: MaskedDiffWithXvec, precision: str, device: str, done: dict) -> dict:
+    """After `flow_precision` (and after a prepared copy is read or written: copies keep plain layouts and no
+    fused layers). On a CPU, in every precision, a DiT's position convolutions run time-major (`conv_layout`; 0.6x
+    their time in bf16, 0.67x in float32). Fast mode's bf16 estimator runs each feed-forward's first linear with
+    its GELU inside oneDNN's call (`fuse_linear_gelus`: v3's DiT; the U-Nets' GELU is not of that form): torch's
+    tanh GELU alone took more than the product in bf16 (issue 26, seventeenth pass); the activation is applied to
+    the float32 sums before the one rounding to bf16. Returns the record field it changes: `flow` gains
+    ", time-major convolutions" and ", GELU fused (N linears)"."""
+    if device != "cpu":
+        return {}
+    record = str(done.get("flow", Precision.flow))
+    estimator = flow.estimator
+    changed = False
+    if hasattr(estimator, "use_time_major") and estimator.use_time_major():
+        record, changed = f"{record}, time-major convolutions", True
+    if precision != "stock" and record.startswith("bf16") and onednn_fused_gelu_works(torch.bfloat16):
+        count = fuse_linear_gelus(estimator, skip=("time_embed",))
+        if count:
+            record, changed = f"{record}, GELU fused ({count} linears)", True
+    return {"flow": record} if changed else {}
 
 
 def vocoder_run_time(hift: HiFTGenerator, precision: str, device: str, done: dict,

@@ -13,8 +13,10 @@ from safetensors.torch import load_file
 
 from cosyvoice_ui.cosyvoice.checkpoint import load_strict, read_state_dict
 from cosyvoice_ui.cosyvoice.config import DiTFlowConfig, parse_v3, read_yaml
-from cosyvoice_ui.cosyvoice.models.estimators.dit import DiT, apply_partial_rotary
+from cosyvoice_ui.cosyvoice.models.estimators.dit import DiT, Rotation, apply_partial_rotary
 from cosyvoice_ui.cosyvoice.models.flow_dit import CausalMaskedDiffWithDiT
+from cosyvoice_ui.cosyvoice.models.linears import (PackedLinear, fuse_linear_gelus, onednn_fused_gelu_works,
+                                                   unpack_linears)
 from cosyvoice_ui.cosyvoice.parity.v3 import est0_inputs, estimator_call_internals
 from cosyvoice_ui.errors import CheckpointError
 from ..conftest import fixture_dir
@@ -251,3 +253,78 @@ def test_bf16_estimator_stays_near_float32(cfg: DiTFlowConfig, state_dict: dict[
         scale = golden.abs().max().item()
         assert_close(out, golden, 0.02 * scale, f"{case}.est0_out (bf16)")  # measured 0.007·scale
 
+
+
+# --- a CPU's layouts: time-major position convolutions (every precision), fused GELUs (fast, bf16) ----------------
+
+
+def test_time_major_position_convolutions_match_the_goldens(cfg: DiTFlowConfig, state_dict: dict[str, torch.Tensor],
+                                                          goldens: dict[str, torch.Tensor], v3_fixture: Path) -> None:
+    """`DiT.use_time_major` (what a CPU load does in every precision): the input embedding and output of the first
+    call, the 10-step mel of every case, and a streamed call, at the goldens' tolerances."""
+    laid = CausalMaskedDiffWithDiT(cfg, DiT)
+    load_strict(laid, state_dict, "flow.pt")
+    laid.eval()
+    assert laid.estimator.use_time_major() == 2
+    pos = laid.estimator.input_embed.conv_pos_embed
+    assert pos.conv1[0].time_major and pos.conv2[0].time_major
+    for case in EST_CASES:
+        x, mask, mu, t, spks, cond, streaming = est0_inputs(goldens, case)
+        seen = estimator_call_internals(laid.estimator, (x, mask, mu, t, spks, cond, streaming))
+        stored = [n for n in ("input_embed", "out") if f"{case}.est0_{n}" in goldens]
+        assert "out" in stored
+        for name in stored:
+            key = f"{case}.est0_{name}"
+            assert_close(seen[name], goldens[key], ATOL.get(f"est0_{name}", ATOL["est0"]), f"{key}, time-major")
+    for case in CASES:
+        streaming, finalize = FLAGS[case]
+        mel, _ = laid.inference(*case_inputs(goldens, case), streaming=streaming, finalize=finalize)
+        assert_close(mel, goldens[f"{case}.mel"], ATOL["mel"], f"{case}.mel, time-major")
+    s = load_file(v3_fixture / "stream_goldens.safetensors")
+    prompt = (s["S1.prompt_token"], s["S1.prompt_feat"], s["S1.embedding"])
+    mel, _ = laid.inference(s["S1.token"][:, :78], *prompt, streaming=True, finalize=False)
+    assert_close(mel, s["S1.flow_mel_1"], ATOL["mel"], "S1.flow_mel_1, time-major")
+
+
+def test_an_all_valid_mask_is_no_mask_and_a_padded_one_still_masks(flow: CausalMaskedDiffWithDiT,
+                                                                  goldens: dict[str, torch.Tensor]) -> None:
+    x, _, mu, t, spks, cond, _ = est0_inputs(goldens, "F1_zero_shot")
+    frames = x.size(-1)
+    with torch.inference_mode():
+        none = flow.estimator(x, None, mu, t, spks, cond)
+        ones = flow.estimator(x, torch.ones(x.size(0), 1, frames), mu, t, spks, cond)
+        padded_mask = torch.ones(x.size(0), 1, frames)
+        padded_mask[:, :, frames - 5:] = 0
+        padded = flow.estimator(x, padded_mask, mu, t, spks, cond)
+    assert torch.equal(none, ones)
+    assert not torch.allclose(padded[..., :frames - 5], none[..., :frames - 5])  # the padding was masked out
+
+
+def test_a_rotation_computed_once_is_the_angles_rotation() -> None:
+    g = torch.Generator().manual_seed(0)
+    x, angles = torch.randn(2, 7, 48, generator=g), torch.randn(1, 7, 16, generator=g) * 30
+    assert torch.equal(apply_partial_rotary(x, Rotation.of(angles)), apply_partial_rotary(x, angles))
+
+
+@pytest.mark.skipif(not onednn_fused_gelu_works(torch.bfloat16), reason="oneDNN has no fused bf16 GELU here")
+def test_fused_gelu_bf16_estimator_stays_near_float32(cfg: DiTFlowConfig, state_dict: dict[str, torch.Tensor],
+                                                      goldens: dict[str, torch.Tensor]) -> None:
+    """Fast's bf16 DiT with its feed-forwards' GELU inside oneDNN's product: within bf16 rounding of the golden
+    call, as the unfused bf16 estimator is; `unpack_linears` gives back the unfused layers with the same keys."""
+    model = CausalMaskedDiffWithDiT(cfg, DiT)
+    load_strict(model, state_dict, "flow.pt")
+    est = model.eval().estimator
+    est.to_bf16(matmul_attention=True)
+    keys = set(est.state_dict())
+    assert fuse_linear_gelus(est, skip=("time_embed",)) == len(est.transformer_blocks)
+    fused = est.transformer_blocks[0].ff.ff[0]
+    assert isinstance(fused, PackedLinear) and fused.activation == "gelu_tanh"
+    for case in EST_CASES:
+        x, _, mu, t, spks, cond, streaming = est0_inputs(goldens, case)
+        with torch.inference_mode():
+            out = est(x, None, mu, t, spks, cond, streaming)
+        golden = goldens[f"{case}.est0_out"]
+        assert out.dtype == torch.float32
+        assert_close(out, golden, 0.02 * golden.abs().max().item(), f"{case}.est0_out (bf16, fused GELU)")
+    unpack_linears(est)
+    assert set(est.state_dict()) == keys and isinstance(est.transformer_blocks[0].ff.ff[0][1], torch.nn.GELU)

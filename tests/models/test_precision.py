@@ -546,3 +546,50 @@ def test_stock_packs_the_flow_estimator_with_the_same_numbers() -> None:
     # Converting a stock estimator further (benchmarks do) starts from the plain linears.
     converted = copy.deepcopy(dit)
     assert converted.to_int8() > 0 and not any(isinstance(m, PackedLinear) for m in converted.modules())
+
+
+@pytest.mark.skipif(not onednn_linear_works(), reason="oneDNN's packed inner product is not available here")
+@pytest.mark.parametrize("dtype,tolerance", [(torch.float32, 1e-5), (torch.bfloat16, 2e-2)])
+def test_packed_linears_fuse_a_gelu_and_unfuse_to_the_same_keys(dtype: torch.dtype, tolerance: float) -> None:
+    import copy
+
+    from cosyvoice_ui.cosyvoice.models.linears import fuse_linear_gelus, unpack_linears
+
+    torch.manual_seed(5)  # test-only: the layers' own initialisation
+    model = nn.Sequential(nn.Sequential(nn.Linear(16, 32), nn.GELU(approximate="tanh")),
+                          nn.Sequential(nn.Linear(32, 32), nn.GELU()),
+                          nn.Sequential(nn.Linear(32, 8), nn.ReLU()),  # not a GELU: left alone
+                          nn.Sequential(nn.Linear(8, 8), nn.GELU())).to(dtype).eval()
+    keys = set(model.state_dict())
+    x = torch.randn(3, 5, 16).to(dtype)
+    with torch.inference_mode():
+        expected = model(x).float()
+    assert fuse_linear_gelus(model, skip=("3",)) == 2  # the last pair is skipped by name
+    assert [getattr(m, "activation", None) for m in model] == ["gelu_tanh", "gelu", None, None]
+    assert isinstance(model[0], PackedLinear) and isinstance(model[3], nn.Sequential)
+    with torch.inference_mode():
+        fused = model(x)
+        copied = copy.deepcopy(model)(x)  # a copy packs its own weights, activation included
+    assert fused.dtype == dtype and torch.equal(copied, fused)
+    assert float((fused.float() - expected).abs().max()) <= tolerance * float(expected.abs().max())
+    assert unpack_linears(model) == 2
+    assert set(model.state_dict()) == keys and model[0][1].approximate == "tanh" and model[0][0].weight.dtype == dtype
+    with pytest.raises(ValueError, match="unknown fused activation"):
+        PackedLinear(nn.Linear(4, 4), "swish")
+
+
+@pytest.mark.parametrize("precision", ["stock", "fast"])
+def test_a_cpu_load_records_the_flows_layouts(precision: str, tiny_v3) -> None:
+    """v3's DiT on a CPU: time-major position convolutions in every precision; fast's bf16 estimator with its
+    feed-forwards' GELU fused where oneDNN can (recorded, and the layers are the fused ones)."""
+    from cosyvoice_ui import load_engine
+    from cosyvoice_ui.cosyvoice.models.linears import onednn_fused_gelu_works
+
+    engine = load_engine(tiny_v3, device="cpu", precision=precision)
+    record = engine.info.precision.flow
+    estimator = engine.flow.estimator
+    assert ", time-major convolutions" in record and estimator.input_embed.conv_pos_embed.conv1[0].time_major
+    fused = precision == "fast" and record.startswith("bf16") and onednn_fused_gelu_works(torch.bfloat16)
+    depth = len(estimator.transformer_blocks)
+    assert (f"GELU fused ({depth} linears)" in record) is fused
+    assert all(isinstance(b.ff.ff[0], PackedLinear) is fused for b in estimator.transformer_blocks)

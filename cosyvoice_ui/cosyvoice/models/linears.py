@@ -36,6 +36,7 @@ import os
 import warnings
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 from torch.ao.nn.quantized.dynamic import Linear as DynamicQuantLinear
 
@@ -53,9 +54,18 @@ class PackedLinear(nn.Module):
     it), so it is not part of any state dict: pack after loading, never before saving.
     """
 
-    def __init__(self, linear: nn.Linear) -> None:
+    # Activations oneDNN can apply to the product's output inside the same call ("post-ops"): a separate element-wise
+    # pass over a DiT feed-forward's [B, T, 4D] output cost more than the product itself in bf16 (tanh GELU: 5.6
+    # against ~1.7 ms fused, issue 26, seventeenth pass). name → (oneDNN's attr, its algorithm).
+    ACTIVATIONS = {"gelu": ("gelu", "none"), "gelu_tanh": ("gelu", "tanh")}
+
+    def __init__(self, linear: nn.Linear, activation: str | None = None) -> None:
         super().__init__()
+        if activation is not None and activation not in self.ACTIVATIONS:
+            raise ValueError(f"unknown fused activation {activation!r}; choose one of {sorted(self.ACTIVATIONS)}")
         self.in_features, self.out_features = linear.in_features, linear.out_features
+        self.activation = activation
+        self.attr, self.algorithm = self.ACTIVATIONS[activation] if activation else ("none", "")
         weight = linear.weight.detach().contiguous()
         # No batch-size hint: oneDNN's general layout. The batch-1 hint this used to give was slower at every
         # row count measured (issue 26, 2 threads, a v3 decode step's 120 linears): 1 row 57 against 64 ms,
@@ -67,13 +77,16 @@ class PackedLinear(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x [..., in_features] float32 → [..., out_features]."""
-        if torch.jit.is_tracing():  # a recorded step (step_graph.py): the same op, through a typed call
+        if torch.jit.is_tracing() and self.activation is None:  # a recorded step (step_graph.py): a typed call
             return _traceable_packed_linear()(x.contiguous(), self.weight_packed, self.bias)
-        return torch.ops.mkldnn._linear_pointwise(x.contiguous(), self.weight_packed, self.bias, "none", [], "")
+        return torch.ops.mkldnn._linear_pointwise(x.contiguous(), self.weight_packed, self.bias, self.attr, [],
+                                                  self.algorithm)
 
     def to_linear(self) -> nn.Linear:
-        """The plain `nn.Linear` this was packed from (oneDNN reorders the weight back exactly)."""
-        linear = nn.utils.skip_init(nn.Linear, self.in_features, self.out_features, bias=self.bias is not None)
+        """The plain `nn.Linear` this was packed from (oneDNN reorders the weight back exactly), in its dtype; a
+        fused activation is not part of it (`unpack_linears` puts it back beside the layer)."""
+        linear = nn.utils.skip_init(nn.Linear, self.in_features, self.out_features, bias=self.bias is not None,
+                                    dtype=self.weight_packed.dtype)
         with torch.no_grad():
             linear.weight.copy_(self.weight_packed.to_dense())
             if self.bias is not None:
@@ -82,10 +95,11 @@ class PackedLinear(nn.Module):
 
     def __deepcopy__(self, memo: dict) -> PackedLinear:
         # An opaque oneDNN tensor has no storage to copy: pack the copy again from the plain weight.
-        return PackedLinear(self.to_linear())
+        return PackedLinear(self.to_linear(), self.activation)
 
     def extra_repr(self) -> str:
-        return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
+        fused = f", then {self.activation}" if self.activation else ""
+        return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}{fused}"
 
 
 ROW_BLOCKS = 8  # 4, 8 and 16 blocks streamed alike at 2 threads (issue 26, tenth pass)
@@ -240,6 +254,46 @@ def pack_linears(module: nn.Module, skip: tuple[str, ...] = ()) -> int:
     return _replace_linears(module, skip, PackedLinear)
 
 
+@functools.cache  # a property of this machine and torch build, per dtype: probed once per process
+def onednn_fused_gelu_works(dtype: torch.dtype) -> bool:
+    """True when oneDNN's packed inner product with a fused GELU (both forms) runs in `dtype` here and agrees with
+    the plain layer followed by torch's GELU (to one rounding of `dtype`)."""
+    if not onednn_linear_works():
+        return False
+    try:
+        generator = torch.Generator().manual_seed(0)  # a private RNG: the global one stays untouched
+        linear = nn.utils.skip_init(nn.Linear, 64, 48, dtype=dtype)
+        with torch.no_grad():
+            linear.weight.copy_(torch.randn(48, 64, generator=generator) * 0.2)
+            linear.bias.copy_(torch.randn(48, generator=generator))
+        x = torch.randn(5, 64, generator=generator).to(dtype)
+        with torch.inference_mode():
+            for approximate, activation in (("tanh", "gelu_tanh"), ("none", "gelu")):
+                expected = F.gelu(linear(x).float(), approximate=approximate)
+                got = PackedLinear(linear, activation)(x).float()
+                if got.dtype != torch.float32 or not torch.allclose(got, expected, rtol=2e-2, atol=2e-2):
+                    return False
+        return True
+    except (RuntimeError, TypeError):
+        return False
+
+
+def fuse_linear_gelus(module: nn.Module, skip: tuple[str, ...] = ()) -> int:
+    """Replace every `nn.Sequential(nn.Linear, nn.GELU)` under `module` (except under the child names in `skip`) by
+    one `PackedLinear` that applies the GELU inside oneDNN's call, in place; returns how many. `unpack_linears`
+    restores the pair (same keys)."""
+    def fusable(name: str, m: nn.Module) -> bool:
+        return (isinstance(m, nn.Sequential) and len(m) == 2 and type(m[0]) is nn.Linear
+                and type(m[1]) is nn.GELU and not any(name == s or name.startswith(s + ".") for s in skip))
+
+    targets = [(name, m) for name, m in module.named_modules() if name and fusable(name, m)]
+    for name, pair in targets:
+        parent_name, _, child = name.rpartition(".")
+        activation = "gelu_tanh" if pair[1].approximate == "tanh" else "gelu"
+        setattr(module.get_submodule(parent_name) if parent_name else module, child, PackedLinear(pair[0], activation))
+    return len(targets)
+
+
 def unpack_linears(module: nn.Module, layouts: tuple[type, ...] = ()) -> int:
     """Replace every `PackedLinear` and `RowBlocksLinear` under `module` (or only those of `layouts`) by the plain
     `nn.Linear` it was made from, in place (for a copy that is to be converted further: int8, bf16); returns how
@@ -248,7 +302,11 @@ def unpack_linears(module: nn.Module, layouts: tuple[type, ...] = ()) -> int:
     targets = [(name, m) for name, m in module.named_modules() if isinstance(m, layouts)]
     for name, packed in targets:
         parent_name, _, child = name.rpartition(".")
-        setattr(module.get_submodule(parent_name) if parent_name else module, child, packed.to_linear())
+        plain = packed.to_linear()
+        if getattr(packed, "activation", None):  # the fused activation back as a module after the layer
+            approximate = "tanh" if packed.activation == "gelu_tanh" else "none"
+            plain = nn.Sequential(plain, nn.GELU(approximate=approximate))
+        setattr(module.get_submodule(parent_name) if parent_name else module, child, plain)
     return len(targets)
 
 

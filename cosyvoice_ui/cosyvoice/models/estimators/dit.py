@@ -19,12 +19,14 @@ Not here: the ODE solver and guidance (the CFM), mu/cond/spks (the flow).
 
 from __future__ import annotations
 
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from ...config import DiTConfig
+from ..conv_layout import Conv1d, pad_time
 from ..linears import quantize_linears_int8, unpack_linears
 from .unet import SinusoidalPosEmb
 from .dit_stream import DiTStepState
@@ -51,12 +53,21 @@ class CausalConvPositionEmbedding(nn.Module):
     def __init__(self, dim: int, kernel_size: int = 31, groups: int = 16) -> None:
         super().__init__()
         self.pad = kernel_size - 1
-        self.conv1 = nn.Sequential(nn.Conv1d(dim, dim, kernel_size, groups=groups), nn.Mish())
-        self.conv2 = nn.Sequential(nn.Conv1d(dim, dim, kernel_size, groups=groups), nn.Mish())
+        self.conv1 = nn.Sequential(Conv1d(dim, dim, kernel_size, groups=groups), nn.Mish())
+        self.conv2 = nn.Sequential(Conv1d(dim, dim, kernel_size, groups=groups), nn.Mish())
+
+    def use_time_major(self) -> None:
+        """Run both convolutions time-major (`conv_layout`): [B, T, D] is already that layout of [B, D, T], so
+        nothing is reordered or transposed in memory (0.6x the convolutions' time in bf16, 0.67x in float32)."""
+        self.conv1[0].use_time_major()
+        self.conv2[0].use_time_major()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x [B, T, D] → [B, T, D]."""
         h = x.transpose(1, 2)
+        if self.conv1[0].time_major:
+            h = self.conv1(pad_time(h, self.pad))
+            return self.conv2(pad_time(h, self.pad)).transpose(1, 2)
         h = self.conv1(F.pad(h, (self.pad, 0)))
         h = self.conv2(F.pad(h, (self.pad, 0)))
         return h.transpose(1, 2)
@@ -102,12 +113,25 @@ def rotate_pairs(x: torch.Tensor) -> torch.Tensor:
     return torch.stack((-pairs[..., 1], pairs[..., 0]), dim=-1).flatten(-2)
 
 
-def apply_partial_rotary(x: torch.Tensor, freqs: torch.Tensor) -> torch.Tensor:
-    """Rotate the first `freqs.size(-1)` channels of x [B, T, C] by freqs [1, T, r]; the rest pass
-    through (upstream computes this in float32 and casts back)."""
-    r = freqs.size(-1)
+class Rotation(NamedTuple):
+    """cos and sin of the rotary angles [1, T, r], computed once per estimator call: every block's queries and keys
+    use the same ones (computed per use they were 88 cos/sin passes a call)."""
+
+    cos: torch.Tensor
+    sin: torch.Tensor
+
+    @classmethod
+    def of(cls, freqs: torch.Tensor) -> Rotation:
+        return cls(freqs.cos(), freqs.sin())
+
+
+def apply_partial_rotary(x: torch.Tensor, freqs: torch.Tensor | Rotation) -> torch.Tensor:
+    """Rotate the first r channels of x [B, T, C] by the angles freqs [1, T, r] (or their `Rotation`); the rest
+    pass through (upstream computes this in float32 and casts back)."""
+    cos, sin = freqs if isinstance(freqs, Rotation) else Rotation.of(freqs)
+    r = cos.size(-1)
     head, rest = x[..., :r], x[..., r:]
-    head = head * freqs.cos() + rotate_pairs(head) * freqs.sin()
+    head = head * cos + rotate_pairs(head) * sin
     # Cast the rotated part alone: the rest would round-trip through float32 unchanged (in bf16 that copy of the
     # full width cost more than the rotation).
     return torch.cat((head.to(x.dtype), rest), dim=-1)
@@ -308,6 +332,13 @@ class DiT(nn.Module):
                 module.kept_dtype = torch.bfloat16  # what its keys/values are computed in
         self.compute_dtype = torch.bfloat16
 
+    def use_time_major(self) -> int:
+        """The input embedding's two position convolutions time-major (`CausalConvPositionEmbedding`), in place;
+        returns how many. Any precision on a CPU (`precision.flow_run_time`); the same numbers in bf16, float32
+        rounding apart."""
+        self.input_embed.conv_pos_embed.use_time_major()
+        return 2
+
     def to_int8(self, bf16_attention: bool = False, kept_dtype: torch.dtype | None = None) -> int:
         """int8 dynamic linears (per-channel int8 weights, activations quantised per call; CPU only) in
         every block and head, float32 elsewhere. The DiT is nearly all linears, so on CPU this beats `to_bf16`
@@ -366,7 +397,11 @@ class DiT(nn.Module):
         blocks_mod, out_mod = self._modulations(t, temb)
         x, mu, spks, cond = x.to(low), mu.to(low), spks.to(low), cond.to(low)
         h = self.input_embed(x.transpose(1, 2), cond.transpose(1, 2), mu.transpose(1, 2), spks)
-        rope = self.rotary_embed(frames)
+        rope = Rotation.of(self.rotary_embed(frames))
+        if mask is not None and bool(mask.all()):
+            # Every frame valid (one utterance, or rows of one length): no pass over every layer's [B, H, T, T]
+            # scores (and outputs) that masks nothing. The same numbers.
+            mask = None
         attn_mask = self.attention_mask(mask, frames, streaming, x.device)
         for block, modulation in zip(self.transformer_blocks, blocks_mod):
             h = block(h, temb, attn_mask, rope, modulation)
@@ -390,7 +425,7 @@ class DiT(nn.Module):
         blocks_mod, out_mod = self._modulations(t, temb)
         x, mu, spks, cond = x.to(low), mu.to(low), spks.to(low), cond.to(low)
         h = self._embed_from(x.transpose(1, 2), cond.transpose(1, 2), mu.transpose(1, 2), spks, state)
-        rope = self.rotary_embed(start + frames)[:, start:]
+        rope = Rotation.of(self.rotary_embed(start + frames)[:, start:])
         # Cached keys lie in earlier chunks (all visible); the new keys follow the chunk rule among themselves.
         new = chunk_mask(frames, chunk, -1, x.device)  # start is a chunk boundary, so chunks line up
         mask = torch.cat([torch.ones(frames, start, dtype=torch.bool, device=x.device), new], dim=1)[None, None]
