@@ -10,9 +10,9 @@ fast mode the one-pass Snake kernel where `kernels/` is built) and makes from it
   vocoder as it ran before issue 26's seventeenth pass;
 - "time-major": time-major convolutions (`models/conv_layout.py`), torch's Snake;
 - "as loaded": the engine's own vocoder.
-Each round times, per variant in rotating order: the vocoder alone on the workload's mel (5 s of audio), and a whole
-offline render with the engine's vocoder swapped for it. Printed: medians [min-max] of each, each variant ÷ plain
-per round, and the largest difference of each variant's wave from plain's (bf16: the kernel rounds once where torch
+Rounds, per variant in rotating order: the vocoder alone on the workload's mel (5 s of audio; `--alone-rounds`), then
+whole offline renders with the engine's vocoder swapped for it (`--rounds`). Printed: medians [min-max] of each, each
+variant ÷ plain per round (median [min-max]), and the largest difference of each variant's wave from plain's (bf16: the kernel rounds once where torch
 rounds after each op; float32: summation order).
 """
 
@@ -92,7 +92,9 @@ def main() -> None:
     parser.add_argument("--model-dir", type=Path)
     parser.add_argument("--tiny", action="store_true")
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=4, help="rounds of whole renders (0: the vocoder alone only)")
+    parser.add_argument("--alone-rounds", type=int, default=None,
+                        help="rounds of the vocoder alone (default: 3x --rounds; each takes well under a second)")
     parser.add_argument("--cache-dir", type=Path)
     parser.add_argument("--json", action="store_true", help="also print the numbers as one JSON line")
     args = parser.parse_args()
@@ -111,13 +113,17 @@ def main() -> None:
         waves = {}
         for name, hift in variants.items():  # warm-up, and each variant's wave
             waves[name] = vocoder_alone(hift, mel)[1]
-            with vocoder_swapped(engine, hift):
-                render_offline(engine, bench.model_input, tokens, 0)
+            if args.rounds:
+                with vocoder_swapped(engine, hift):
+                    render_offline(engine, bench.model_input, tokens, 0)
         names = list(variants)
-        for round_index in range(args.rounds):
+        alone_rounds = args.alone_rounds if args.alone_rounds is not None else 3 * args.rounds
+        for round_index in range(alone_rounds):
             order = names[round_index % len(names):] + names[:round_index % len(names)]
             for name in order:
                 alone[name].append(vocoder_alone(variants[name], mel)[0])
+        for round_index in range(args.rounds):
+            order = names[round_index % len(names):] + names[:round_index % len(names)]
             for name in order:
                 with vocoder_swapped(engine, variants[name]):
                     wall, times, _ = render_offline(engine, bench.model_input, tokens, 0)
@@ -125,20 +131,22 @@ def main() -> None:
 
     audio_s = waves["plain"].numel() / engine.info.sample_rate
     report = {"family": args.family, "precision": args.precision, "hift": engine.info.precision.hift,
-              "audio_s": audio_s, "rounds": args.rounds, "variants": {}}
-    print(f"{bench.folder.name}, {args.precision}, {args.threads} threads, {args.rounds} alternating rounds; "
+              "audio_s": audio_s, "rounds": args.rounds, "alone_rounds": alone_rounds, "variants": {}}
+    print(f"{bench.folder.name}, {args.precision}, {args.threads} threads, {alone_rounds} alternating rounds of the "
+          f"vocoder alone, {args.rounds} of renders; "
           f"the engine's vocoder: {engine.info.precision.hift}")
     for name in names:
         per_round = [a / b for a, b in zip(alone[name], alone["plain"])]
-        render_rtf = [wall / audio_s for wall, _ in renders[name]]
-        render_hift = [h for _, h in renders[name]]
+        render_rtf = [wall / audio_s for wall, _ in renders[name]] or [float("nan")]  # --rounds 0: none
+        render_hift = [h for _, h in renders[name]] or [float("nan")]
         difference = (waves[name] - waves["plain"]).abs().max().item()
         report["variants"][name] = {"alone_s": spread(alone[name]), "alone_ratio": per_round,
                                     "render_rtf": spread(render_rtf), "render_hift_s": spread(render_hift),
                                     "max_wave_difference": difference}
         s, r, h = spread(alone[name]), spread(render_rtf), spread(render_hift)
+        ratio = spread(per_round)
         print(f"  {name:<11} alone {s['median']:.3f} s [{s['min']:.3f}-{s['max']:.3f}]  "
-              f"÷ plain per round {' '.join(f'{x:.2f}' for x in per_round)}  "
+              f"÷ plain per round {ratio['median']:.2f} [{ratio['min']:.2f}-{ratio['max']:.2f}]  "
               f"in a render {h['median']:.3f} s (RTF {r['median']:.3f})  wave vs plain {difference:.2e}")
     if args.json:
         print(json.dumps(report))
