@@ -99,6 +99,11 @@ def main() -> None:
 
     if args.kernel in ("attention", "bf16-cache"):
         precision.LARGE_CACHE_BYTES = 0  # measured on any family, whatever its cache size (fast's rule: v1 only)
+    forced = args.kernel == "int8" and precision.int8_matrix_units()
+    if forced:  # fast mode there keeps fbgemm and oneDNN's prefills: measured anyway, both engines without oneDNN
+        precision.int8_matrix_units = lambda: False
+        print("note: this CPU has int8 matrix units (AMX), where fast mode keeps fbgemm for decoding and oneDNN for "
+              "prefills; both engines here run without the oneDNN rows")
     with tempfile.TemporaryDirectory() as scratch:
         folder = bench_folder(args.family, scratch, args.model_dir, args.tiny, args.cache_dir)
         without = dataclasses.replace(settings_for("fast"), **{switch: False})
@@ -123,8 +128,8 @@ def main() -> None:
         for _ in range(3):
             for name, engine in engines.items():
                 steps[name].append(step_ms(engine, 40, args.position))
-    report = {"available": True, "compared": args.kernel, "other": other, "folder": folder.name,
-              "threads": args.threads, "rounds": args.rounds}
+    report = {"available": True, "compared": args.kernel, "other": other, "forced_past_amx": forced,
+              "folder": folder.name, "threads": args.threads, "rounds": args.rounds}
     print(f"{folder.name}, fast, {args.kernel} kernel against {other}, {args.threads} threads, {args.rounds} "
           "alternating rounds of whole renders")
     for name, rows in runs.items():

@@ -194,7 +194,11 @@ def int8_estimator_copy(engine):
     estimator = engine.flow.decoder.estimator
     if not hasattr(estimator, "to_int8") or not engine.info.precision.bf16_flow:
         return None
-    converted = copy.deepcopy(estimator).float()
+    from cosyvoice_ui.cosyvoice.models.linears import unpack_linears
+
+    converted = copy.deepcopy(estimator)
+    unpack_linears(converted)  # fast's fused GELU layers (oneDNN's opaque packed weights) back to plain ones
+    converted = converted.float()
     converted.compute_dtype = torch.float32
     converted.to_int8(kept_dtype=torch.bfloat16)
     return converted.eval()
