@@ -30,9 +30,9 @@ from .frontend.onnx_models import SpeakerEncoder, SpeechTokenizer
 from .frontend.prompt import PromptEncoder
 from .models.sampling import RasSampler
 from .models.linears import int4_kernels_available
-from .precision import (PRECISIONS, FastSettings, bf16_is_native, bf16_matrix_units, flow_precision, flow_run_time,
-                        llm_attention_precision, llm_precision, llm_rows_precision, llm_step_precision, precision_record,
-                        resolve_precision, settings_for, vocoder_precision, vocoder_run_time)
+from .precision import (PRECISIONS, FastSettings, bf16_is_native, bf16_matrix_units, flow_precision,
+                        flow_run_time, llm_attention_precision, llm_precision, llm_rows_precision, llm_step_precision,
+                        precision_record, resolve_precision, settings_for, vocoder_precision, vocoder_run_time)
 from .prepared import PreparedModels
 from .prepared import enabled as prepared_enabled
 from .recipes import InputRecipe

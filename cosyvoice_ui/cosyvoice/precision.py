@@ -199,9 +199,10 @@ def int8_estimator_wanted(fast: FastSettings, estimator: object, device: str) ->
 def apply_precision(llm: TransformerLM, flow: MaskedDiffWithXvec, precision: str, device: str,
                     fast: FastSettings | None = None, hift: HiFTGenerator | None = None) -> Precision:
     """Apply `precision` to loaded models in place; returns what was done (for `EngineInfo.precision`).
-    `hift` is changed by fast precision and laid out for a CPU (`vocoder_layout`); left alone when None. The loader applies the same
-    three steps one model at a time instead (`llm_precision`, `flow_precision`, `vocoder_precision`),
-    so a model's float weights are gone before the next file is read."""
+    `hift` is changed by fast precision and laid out for a CPU (`vocoder_run_time`); left alone when None. The
+    loader applies the same steps one model at a time instead (`llm_precision`, `flow_precision`,
+    `vocoder_precision` and the run-time steps after each), so a model's float weights are gone before the next
+    file is read."""
     check_precision(precision)
     done = {"mode": precision, **llm_precision(llm, precision, device, fast),
             **llm_rows_precision(llm, precision, device, fast),
@@ -349,16 +350,16 @@ def vocoder_run_time(hift: HiFTGenerator, precision: str, device: str, done: dic
                      fast: FastSettings | None = None) -> dict:
     """After `vocoder_precision` (and after a prepared copy is read or written: copies keep plain layouts and hold
     no kernel buffers). On a CPU, in every precision, the vocoder's convolutions run on time-major signals
-    (`conv_layout`: no reorder around each oneDNN call; same numbers in bf16, float32 rounding apart; the whole
-    vocoder 0.55-0.7x its time, issue 26, seventeenth pass). Fast mode's Snake activations run on the project's
-    one-pass kernel where it is built (0.25-0.3x torch's five ops). Returns the record field it changes: `hift`
-    gains ", time-major" and ", one-pass Snake"."""
+    (`conv_layout`: no reorder around each oneDNN call; same numbers in bf16, float32 rounding apart; the vocoder
+    alone 0.64-0.79x its time in bf16, 0.75x in float32, issue 26, seventeenth pass). Fast mode's Snake activations
+    run on the project's one-pass kernel where it is built (0.25-0.3x torch's five ops; with it the bf16 vocoder
+    0.51-0.63x). Returns the record field it changes: `hift` gains ", time-major" and ", one-pass Snake"."""
     if device != "cpu":
         return {}
     record = done.get("hift", Precision.hift)
     if hift.use_time_major():
         record += ", time-major"
-    fast = fast or (settings_for(precision) if precision != "stock" else None)
+    fast = None if precision == "stock" else fast or settings_for(precision)
     if fast is not None and fast.kernel_snake and snake_available() and hift.use_snake_kernel():
         record += ", one-pass Snake"
     return {"hift": record}

@@ -553,14 +553,19 @@ def test_v3_inference_draws_no_random_numbers(v3: CausalHiFTGenerator, g3: dict[
 def test_v3_stream_goldens_vocoder_part(v3_dir: Path, v3: CausalHiFTGenerator) -> None:
     """S1: the vocoder re-run from scratch on the accumulated mel (50, 150 frames not final, then 160
     final); each call emits the samples after the previous call's. Flow mels taken from the goldens."""
+    chunks, stage, speech = _s1_vocoder_calls(v3_dir, v3)
+    assert [c.size(1) for c in chunks] == stage["chunk_samples"]
+    assert_close(torch.cat(chunks, dim=1), speech, 1e-3, "S1 speech")
+
+
+def _s1_vocoder_calls(v3_dir: Path, model: CausalHiFTGenerator) -> tuple[list[torch.Tensor], dict, torch.Tensor]:
+    """The stream golden S1's vocoder calls run on `model`: (the chunks, the manifest's stage, the golden speech)."""
     stream = load_file(str(v3_dir / "stream_goldens.safetensors"))
     flow = load_file(str(v3_dir / "flow_goldens.safetensors"))
     stage = json.loads((v3_dir / "manifest.json").read_text())["stages"]["stream"]["S1"]
     call_mels = [flow["F2_stream_chunk0.mel"], stream["S1.flow_mel_1"], flow["F1_zero_shot.mel"]]
     finals = [c["finalize"] for c in stage["hift_calls"]]
-    chunks = stream_chunks(v3, call_mels, stage["token_offsets"], finals, token_mel_ratio=2)
-    assert [c.size(1) for c in chunks] == stage["chunk_samples"]
-    assert_close(torch.cat(chunks, dim=1), stream["S1.speech"], 1e-3, "S1 speech")
+    return stream_chunks(model, call_mels, stage["token_offsets"], finals, token_mel_ratio=2), stage, stream["S1.speech"]
 
 
 # --- tiny random models ------------------------------------------------------------------------------
@@ -878,10 +883,5 @@ def test_v3_time_major_matches_goldens(kernel: bool, v3_dir: Path, v3: CausalHiF
     for case, finalize in V3_CASES:
         wave, _ = laid.inference(g3[f"{case}.mel"], finalize)
         assert_close(wave, g3[f"{case}.wave"], 1e-3, f"{case} time-major wave end to end")
-    stream = load_file(str(v3_dir / "stream_goldens.safetensors"))
-    flow = load_file(str(v3_dir / "flow_goldens.safetensors"))
-    stage = json.loads((v3_dir / "manifest.json").read_text())["stages"]["stream"]["S1"]
-    call_mels = [flow["F2_stream_chunk0.mel"], stream["S1.flow_mel_1"], flow["F1_zero_shot.mel"]]
-    finals = [c["finalize"] for c in stage["hift_calls"]]
-    chunks = stream_chunks(laid, call_mels, stage["token_offsets"], finals, token_mel_ratio=2)
-    assert_close(torch.cat(chunks, dim=1), stream["S1.speech"], 1e-3, "S1 speech, time-major")
+    chunks, _, speech = _s1_vocoder_calls(v3_dir, laid)
+    assert_close(torch.cat(chunks, dim=1), speech, 1e-3, "S1 speech, time-major")

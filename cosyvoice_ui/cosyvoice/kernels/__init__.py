@@ -36,6 +36,7 @@ KERNEL_ENV = "COSYVOICE_KERNELS"
 OLD_KERNEL_ENV = "COSYVOICE_INT8_KERNEL"  # the fifteenth pass's name for the same switch, still read
 KERNEL_DIR_ENV = "COSYVOICE_KERNEL_DIR"
 SOURCES = tuple(Path(__file__).with_name(name) for name in ("int8_linear.cpp", "decode_attention.cpp", "snake.cpp"))
+OPS = ("int8_linear", "decode_attention", "snake")  # what the extension registers under torch.ops.cosyvoice_kernels
 # AVX-512 with VNNI; no -march=native, so the cached build states what it needs and nothing more.
 CFLAGS = ("-O3", "-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mavx512vnni", "-fopenmp",
           "-ffp-contract=off")  # no fused multiply-adds: every path rounds the same way
@@ -163,7 +164,7 @@ def builds_now() -> bool:
 
 
 def _load() -> None:
-    if all(hasattr(torch.ops.cosyvoice_kernels, op) for op in ("int8_linear", "decode_attention", "snake")):  # loaded before
+    if all(hasattr(torch.ops.cosyvoice_kernels, op) for op in OPS):  # loaded before
         return
     from torch.utils.cpp_extension import load_inline
 

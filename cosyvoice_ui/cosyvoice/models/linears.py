@@ -76,8 +76,9 @@ class PackedLinear(nn.Module):
         self.register_buffer("bias", None if linear.bias is None else linear.bias.detach().clone(), persistent=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """x [..., in_features] float32 → [..., out_features]."""
-        if torch.jit.is_tracing() and self.activation is None:  # a recorded step (step_graph.py): a typed call
+        """x [..., in_features] in the weight's dtype → [..., out_features]."""
+        # A recorded step (step_graph.py) traces a typed call; fused layers sit only in flow estimators, never traced.
+        if torch.jit.is_tracing() and self.activation is None:
             return _traceable_packed_linear()(x.contiguous(), self.weight_packed, self.bias)
         return torch.ops.mkldnn._linear_pointwise(x.contiguous(), self.weight_packed, self.bias, self.attr, [],
                                                   self.algorithm)
