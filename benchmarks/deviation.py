@@ -32,8 +32,8 @@ from torch import nn
 
 from cosyvoice_ui.cosyvoice.checkpoint import read_state_dict
 from cosyvoice_ui.cosyvoice.kernels import snake_available
-from cosyvoice_ui.cosyvoice.models.linears import (Int4Linear, fuse_linear_gelus, int4_kernels_available,
-                                                   onednn_fused_gelu_works)
+from cosyvoice_ui.cosyvoice.models.fused_linears import fuse_linear_gelus, onednn_fused_gelu_works
+from cosyvoice_ui.cosyvoice.models.linears import Int4Linear, int4_kernels_available
 from cosyvoice_ui.cosyvoice.models.nsf import CausalSineGen2, FixedNSFNoise, NSFNoise
 from cosyvoice_ui.cosyvoice.precision import (FastSettings, bf16_is_native, int8_estimator_wanted,
                                               llm_attention_precision, llm_rows_precision, settings_for)

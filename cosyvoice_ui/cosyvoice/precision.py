@@ -47,9 +47,9 @@ import torch
 
 from ..types import Precision
 from .kernels import decode_attention_available, int8_linear_available, snake_available
-from .models.linears import (INT4_GROUP, INT8_ONEDNN_MIN_ROWS, fuse_linear_gelus, int4_kernels_available,
-                             int8_matrix_units, int8_rows_on_onednn, one_row_layout, onednn_fused_gelu_works,
-                             onednn_linear_works, pack_linears)
+from .models.fused_linears import fuse_linear_gelus, onednn_fused_gelu_works
+from .models.linears import (INT4_GROUP, INT8_ONEDNN_MIN_ROWS, int4_kernels_available, int8_matrix_units,
+                             int8_rows_on_onednn, one_row_layout, onednn_linear_works, pack_linears)
 
 if TYPE_CHECKING:
     from .models.flow import MaskedDiffWithXvec

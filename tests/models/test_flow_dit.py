@@ -15,8 +15,8 @@ from cosyvoice_ui.cosyvoice.checkpoint import load_strict, read_state_dict
 from cosyvoice_ui.cosyvoice.config import DiTFlowConfig, parse_v3, read_yaml
 from cosyvoice_ui.cosyvoice.models.estimators.dit import DiT, Rotation, apply_partial_rotary
 from cosyvoice_ui.cosyvoice.models.flow_dit import CausalMaskedDiffWithDiT
-from cosyvoice_ui.cosyvoice.models.linears import (PackedLinear, fuse_linear_gelus, onednn_fused_gelu_works,
-                                                   unpack_linears)
+from cosyvoice_ui.cosyvoice.models.fused_linears import fuse_linear_gelus, onednn_fused_gelu_works
+from cosyvoice_ui.cosyvoice.models.linears import PackedLinear, unpack_linears
 from cosyvoice_ui.cosyvoice.parity.v3 import est0_inputs, estimator_call_internals
 from cosyvoice_ui.errors import CheckpointError
 from ..conftest import fixture_dir

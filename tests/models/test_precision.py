@@ -553,7 +553,8 @@ def test_stock_packs_the_flow_estimator_with_the_same_numbers() -> None:
 def test_packed_linears_fuse_a_gelu_and_unfuse_to_the_same_keys(dtype: torch.dtype, tolerance: float) -> None:
     import copy
 
-    from cosyvoice_ui.cosyvoice.models.linears import fuse_linear_gelus, unpack_linears
+    from cosyvoice_ui.cosyvoice.models.fused_linears import fuse_linear_gelus
+    from cosyvoice_ui.cosyvoice.models.linears import unpack_linears
 
     torch.manual_seed(5)  # test-only: the layers' own initialisation
     model = nn.Sequential(nn.Sequential(nn.Linear(16, 32), nn.GELU(approximate="tanh")),
@@ -583,7 +584,7 @@ def test_a_cpu_load_records_the_flows_layouts(precision: str, tiny_v3) -> None:
     """v3's DiT on a CPU: time-major position convolutions in every precision; fast's bf16 estimator with its
     feed-forwards' GELU fused where oneDNN can (recorded, and the layers are the fused ones)."""
     from cosyvoice_ui import load_engine
-    from cosyvoice_ui.cosyvoice.models.linears import onednn_fused_gelu_works
+    from cosyvoice_ui.cosyvoice.models.fused_linears import onednn_fused_gelu_works
 
     engine = load_engine(tiny_v3, device="cpu", precision=precision)
     record = engine.info.precision.flow

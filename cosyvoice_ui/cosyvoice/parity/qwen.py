@@ -104,4 +104,11 @@ class QwenParity(ParityRun):
             sampler = RasSampler.from_config(llm.cfg.sampling)
             with torch.inference_mode():
                 ras = list(llm.inference(*inputs, sampler=sampler, generator=torch.Generator().manual_seed(seed)))
-            self.add_tokens(f"llm {case} ras_tokens", ras, g("ras_tokens")[0].tolist(), f"seeded generator {seed}")
+            golden_ras = g("ras_tokens")[0].tolist()
+
+            def logp_after(n: int) -> torch.Tensor:
+                with torch.inference_mode():
+                    return llm.teacher_forced_logp(*inputs, torch.tensor([golden_ras[:n]], dtype=torch.long))[n]
+
+            self.add_sampled_tokens(f"llm {case} ras_tokens", ras, golden_ras, sampler.top_k, logp_after,
+                                    f"seeded generator {seed}")

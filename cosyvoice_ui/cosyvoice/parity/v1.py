@@ -75,8 +75,13 @@ class TransformerLMParity(ParityRun):
                     ras = list(llm.inference(text, prompt_text, prompt_speech, embedding, sampler=sampler,
                                              generator=torch.Generator().manual_seed(seed)))
                     golden_ras = g("ras_tokens")[0].tolist()
-                    mismatches = sum(a != b for a, b in zip(ras, golden_ras)) + abs(len(ras) - len(golden_ras))
-                    self.add_exact(f"llm {case} ras_tokens", mismatches, f"seeded generator {seed}")
+
+                    def logp_after(n: int) -> torch.Tensor:
+                        continuation = torch.tensor([golden_ras[:n]], dtype=torch.long)
+                        return llm.teacher_forced_logp(text, prompt_text, prompt_speech, embedding, continuation)[n]
+
+                    self.add_sampled_tokens(f"llm {case} ras_tokens", ras, golden_ras, sampler.top_k, logp_after,
+                                            f"seeded generator {seed}")
 
             self.guarded(f"llm {case}", run)
 
